@@ -1,0 +1,1 @@
+"""Accounts: users and roles, password hashing, sessions, API tokens, enrolment links."""

@@ -1,0 +1,100 @@
+"""Who is calling, and may they.
+
+The middleware resolves the caller once per request: API paths accept only a
+Bearer token (so a browser's cookies can never drive the API across sites),
+every other path only the session cookie. Worker pages also accept the
+separate cookie an enrolment link sets.
+
+Every route declares its access level in ``opt["access"]``; the guard refuses
+a route that declares none, so a forgotten declaration fails closed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from litestar.connection import ASGIConnection
+from litestar.enums import ScopeType
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.middleware import ASGIMiddleware
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from appliance.accounts import api_tokens, sessions
+from appliance.accounts.sessions import Principal
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "peermr_session"
+WORKER_COOKIE = "peermr_worker"
+API_PREFIX = "/api/"
+WORKER_PATHS = ("/worker", "/ws/worker")
+
+PUBLIC = "public"
+WORKER_BROWSER = "worker-browser"  # an enrolled worker browser or any signed-in user
+USER = "user"
+COORDINATOR = "coordinator"
+ADMIN = "admin"
+LEVELS = (PUBLIC, WORKER_BROWSER, USER, COORDINATOR, ADMIN)
+ROLES_FOR = {COORDINATOR: {"coordinator", "admin"}, ADMIN: {"admin"}}
+
+
+def access(level: str, *, during_password_change: bool = False) -> dict:
+    """The ``opt`` of a route: who may call it."""
+    assert level in LEVELS, level
+    return {"access": level, "during_password_change": during_password_change}
+
+
+def client_address(connection: ASGIConnection) -> str:
+    return connection.client.host if connection.client else "unknown"
+
+
+class PasswordChangeRequired(Exception):
+    """A signed-in user with a generated password tried to do anything else first."""
+
+
+class AuthenticationMiddleware(ASGIMiddleware):
+    scopes = (ScopeType.HTTP, ScopeType.WEBSOCKET)
+
+    def __init__(self, idle: dt.timedelta) -> None:
+        self.idle = idle
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        scope["user"] = await self._principal(ASGIConnection(scope))
+        scope["auth"] = scope["user"].via if scope["user"] else None
+        await next_app(scope, receive, send)
+
+    async def _principal(self, conn: ASGIConnection) -> Principal | None:
+        path = conn.scope["path"]
+        if path.startswith(API_PREFIX):
+            scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return await api_tokens.resolve(token.strip())
+            return None
+        key = conn.cookies.get(SESSION_COOKIE)
+        principal = await sessions.resolve(key, sessions.DASHBOARD, self.idle) if key else None
+        if principal is None and path in WORKER_PATHS and (key := conn.cookies.get(WORKER_COOKIE)):
+            principal = await sessions.resolve(key, sessions.WORKER, sessions.MAX_AGE)
+        return principal
+
+
+def access_guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+    level = handler.opt.get("access")
+    principal: Principal | None = connection.scope.get("user")
+    if level not in LEVELS:
+        log.error("route %s declares no access level; refusing", connection.scope["path"])
+        raise PermissionDeniedException("This route is not available.")
+    if level == PUBLIC:
+        return
+    if principal is None:
+        raise NotAuthorizedException("Sign in to continue.")
+    if principal.must_change_password and not handler.opt.get("during_password_change"):
+        raise PasswordChangeRequired()
+    if level == WORKER_BROWSER:
+        return
+    if principal.via == sessions.WORKER:
+        raise NotAuthorizedException("Sign in to continue.")
+    if level == USER or principal.role in ROLES_FOR[level]:
+        return
+    raise PermissionDeniedException("Your account does not have access to this page.")

@@ -1,0 +1,202 @@
+"""Users: creation, roles, disabling, passwords."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import msgspec
+
+from appliance.accounts import credentials
+from appliance.accounts.passwords import check_strength, hash_password, verify_password
+from appliance.accounts.tables import Role, Session, User
+
+# Deliberately loose: one @, no spaces, a dot in the domain. Delivery is not our concern.
+EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
+
+
+class AccountError(ValueError):
+    """A request about accounts that cannot be honoured; the message is shown to the user."""
+
+
+class Account(msgspec.Struct, frozen=True):
+    """What the rest of the appliance knows about a user."""
+
+    id: int
+    email: str
+    role: str
+    active: bool
+    must_change_password: bool
+    created_at: dt.datetime
+    last_login_at: dt.datetime | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.admin.value
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def normalise_email(email: str) -> str:
+    email = email.strip().lower()
+    if not EMAIL_RE.match(email) or len(email) > 254:
+        raise AccountError(f"{email or 'An empty string'} is not an email address.")
+    return email
+
+
+def check_role(role: str) -> str:
+    if role not in {r.value for r in Role}:
+        raise AccountError(f"Unknown role {role!r}; choose admin, coordinator or worker.")
+    return role
+
+
+def _account(row: dict) -> Account:
+    return Account(
+        id=row["id"],
+        email=row["email"],
+        role=row["role"],
+        active=bool(row["active"]),
+        must_change_password=bool(row["must_change_password"]),
+        created_at=row["created_at"],
+        last_login_at=row["last_login_at"],
+    )
+
+
+_FIELDS = (User.id, User.email, User.role, User.active, User.must_change_password, User.created_at, User.last_login_at)
+
+
+async def create_user(email: str, role: str, password: str | None = None) -> tuple[Account, str | None]:
+    """Create a user. Without a password, one is generated, returned once, and must be changed at first sign-in."""
+    email = normalise_email(email)
+    check_role(role)
+    generated = None
+    if password is None:
+        password = generated = credentials.new_password()
+    else:
+        try:
+            check_strength(password)
+        except ValueError as exc:
+            raise AccountError(str(exc)) from exc
+    pw_hash = await hash_password(password)
+    async with User._meta.db.transaction():
+        if await User.exists().where(User.email == email):
+            raise AccountError(f"An account for {email} already exists.")
+        await User.insert(
+            User(
+                email=email,
+                role=role,
+                active=True,
+                password_hash=pw_hash,
+                must_change_password=generated is not None,
+                created_at=now(),
+            )
+        )
+    account = await get_by_email(email)
+    assert account is not None
+    return account, generated
+
+
+async def get(user_id: int) -> Account | None:
+    row = await User.select(*_FIELDS).where(User.id == user_id).first()
+    return _account(row) if row else None
+
+
+async def get_by_email(email: str) -> Account | None:
+    row = await User.select(*_FIELDS).where(User.email == email.strip().lower()).first()
+    return _account(row) if row else None
+
+
+async def list_all() -> list[Account]:
+    rows = await User.select(*_FIELDS).order_by(User.email)
+    return [_account(r) for r in rows]
+
+
+async def count_admins() -> int:
+    return await User.count().where((User.role == Role.admin.value) & (User.active == True))  # noqa: E712
+
+
+async def _ensure_other_admin_remains(user_id: int) -> None:
+    others = await User.count().where(
+        (User.role == Role.admin.value) & (User.active == True) & (User.id != user_id)  # noqa: E712
+    )
+    if others == 0:
+        raise AccountError("This is the last active admin; make another admin first.")
+
+
+async def set_role(user_id: int, role: str) -> Account:
+    check_role(role)
+    async with User._meta.db.transaction():
+        account = await _require(user_id)
+        if account.is_admin and role != Role.admin.value:
+            await _ensure_other_admin_remains(user_id)
+        await User.update({User.role: role}).where(User.id == user_id)
+    return await _require(user_id)
+
+
+async def set_active(user_id: int, active: bool) -> Account:
+    async with User._meta.db.transaction():
+        account = await _require(user_id)
+        if account.is_admin and not active:
+            await _ensure_other_admin_remains(user_id)
+        await User.update({User.active: active}).where(User.id == user_id)
+        if not active:
+            # A disabled account is signed out everywhere at once.
+            await Session.delete().where(Session.user == user_id)
+    return await _require(user_id)
+
+
+async def reset_password(user_id: int) -> tuple[Account, str]:
+    """Give the user a new generated password they must change; ends their sessions."""
+    await _require(user_id)
+    password = credentials.new_password()
+    pw_hash = await hash_password(password)
+    async with User._meta.db.transaction():
+        await User.update({User.password_hash: pw_hash, User.must_change_password: True}).where(User.id == user_id)
+        await Session.delete().where(Session.user == user_id)
+    return await _require(user_id), password
+
+
+async def change_password(user_id: int, current: str, new: str, keep_session_hash: str | None = None) -> None:
+    """The owner changes their password; other sessions of theirs end."""
+    row = await User.select(User.password_hash).where(User.id == user_id).first()
+    if row is None or not await verify_password(row["password_hash"], current):
+        raise AccountError("The current password is not right.")
+    if new == current:
+        raise AccountError("Choose a password different from the current one.")
+    try:
+        check_strength(new)
+    except ValueError as exc:
+        raise AccountError(str(exc)) from exc
+    pw_hash = await hash_password(new)
+    async with User._meta.db.transaction():
+        await User.update({User.password_hash: pw_hash, User.must_change_password: False}).where(User.id == user_id)
+        others = Session.delete().where(Session.user == user_id)
+        if keep_session_hash:
+            others = others.where(Session.key_hash != keep_session_hash)
+        await others
+
+
+async def check_credentials(email: str, password: str) -> Account | None:
+    """The account if email and password match an active user, else None (same timing either way)."""
+    row = await User.select(*_FIELDS, User.password_hash).where(User.email == email.strip().lower()).first()
+    ok = await verify_password(row["password_hash"] if row else None, password)
+    if not ok or not row or not row["active"]:
+        return None
+    await User.update({User.last_login_at: now()}).where(User.id == row["id"])
+    return _account(row)
+
+
+async def _require(user_id: int) -> Account:
+    account = await get(user_id)
+    if account is None:
+        raise AccountError("No such account.")
+    return account
+
+
+async def count_by_role() -> dict[str, int]:
+    rows = await User.select(User.role, User.id.count().as_alias("n")).where(User.active == True).group_by(User.role)  # noqa: E712
+    counts = {r.value: 0 for r in Role}
+    counts.update({r["role"]: r["n"] for r in rows})
+    return counts

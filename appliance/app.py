@@ -1,0 +1,113 @@
+"""create_app(): the one Litestar application and its lifespan."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from litestar import Litestar, Router
+from litestar.config.csrf import CSRFConfig
+from litestar.contrib.jinja import JinjaTemplateEngine
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.static_files import create_static_files_router
+from litestar.template import TemplateConfig
+
+from appliance import __version__, db
+from appliance.accounts import admin_routes, bootstrap, enrol_routes, login_routes, token_routes
+from appliance.accounts.auth import API_PREFIX, PUBLIC, AuthenticationMiddleware, access, access_guard
+from appliance.config import Settings
+from appliance.fleet import routes as fleet_routes
+from appliance.resources import static_dir, templates_dir
+from appliance.secret_keys import load_or_create_secrets
+from appliance.web import ops, pages
+from appliance.web.errors import EXCEPTION_HANDLERS
+
+log = logging.getLogger(__name__)
+
+ROUTE_HANDLERS = [
+    *ops.ROUTES,
+    *pages.ROUTES,
+    *login_routes.ROUTES,
+    *token_routes.ROUTES,
+    *admin_routes.ROUTES,
+    *enrol_routes.ROUTES,
+    *fleet_routes.ROUTES,
+]
+
+
+def _template_engine_callback(engine: JinjaTemplateEngine) -> None:
+    engine.engine.globals.update(
+        version=__version__,
+        # Static URLs carry the version so browsers refetch after an upgrade.
+        asset=lambda path: f"/static/{path}?v={__version__}",
+    )
+
+
+def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -> None:
+    if created is None:
+        return
+    email, password = created
+    lines = [f"Admin account: {email}"]
+    if password:
+        lines.append(f"One-time password: {password}")
+        lines.append("It is shown only now; you choose a new one at first sign-in.")
+    else:
+        lines.append("Password: the one in PEERMR_ADMIN_PASSWORD.")
+    lines.append(f"Sign in at {settings.base_url}/login")
+    width = max(len(line) for line in lines) + 4
+    print("\n" + "=" * width + "\n" + "\n".join(f"  {line}" for line in lines) + "\n" + "=" * width + "\n", flush=True)
+
+
+def create_app(settings: Settings) -> Litestar:
+    secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
+    engine = db.configure(settings)
+
+    async def start_database() -> None:
+        if settings.uses_postgres:
+            await engine.start_connection_pool()
+        await db.migrate()
+        announce_admin(await bootstrap.ensure_admin(settings), settings)
+
+    async def stop_database() -> None:
+        if settings.uses_postgres:
+            await engine.close_connection_pool()
+
+    return Litestar(
+        route_handlers=[
+            *ROUTE_HANDLERS,
+            create_static_files_router(
+                path="/static",
+                directories=[static_dir()],
+                opt={**access(PUBLIC), "exclude_from_csrf": True},
+                include_in_schema=False,
+            ),
+        ],
+        guards=[access_guard],
+        middleware=[
+            ops.RequestMetricsMiddleware(),
+            AuthenticationMiddleware(idle=dt.timedelta(hours=settings.session_hours)),
+        ],
+        csrf_config=CSRFConfig(
+            secret=secrets.session_key,
+            cookie_httponly=True,
+            cookie_secure=settings.secure_cookies,
+            # The API authenticates with Bearer tokens only, which a foreign site cannot send.
+            exclude=[f"^{API_PREFIX}"],
+        ),
+        template_config=TemplateConfig(
+            directory=templates_dir(), engine=JinjaTemplateEngine, engine_callback=_template_engine_callback
+        ),
+        openapi_config=OpenAPIConfig(
+            title="PeerMR Appliance API",
+            version=__version__,
+            path="/schema",
+            openapi_router=Router(path="/schema", route_handlers=[], opt=access(PUBLIC)),
+        ),
+        exception_handlers=EXCEPTION_HANDLERS,
+        dependencies={"settings": Provide(lambda: settings, use_cache=True, sync_to_thread=False)},
+        state=State({"settings": settings, "secrets": secrets}),
+        on_startup=[start_database],
+        on_shutdown=[stop_database],
+    )

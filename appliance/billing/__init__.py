@@ -1,0 +1,1 @@
+"""Usage ledger, prices, invoices, payouts, worker scores, the monthly jobs and Stripe."""

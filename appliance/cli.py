@@ -1,0 +1,142 @@
+"""The `peermr` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import logging
+import sys
+
+from appliance import __version__
+from appliance.config import ConfigError, Settings, load_settings
+
+
+class CommandError(Exception):
+    """Reported as `peermr: <message>` with exit status 1."""
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags = {name: getattr(args, name, None) for name in ("data_dir", "host", "port", "turn_port", "public_url")}
+    return load_settings(flags)
+
+
+def _prepare_database(settings: Settings) -> None:
+    from appliance import db
+
+    db.configure(settings)
+    asyncio.run(db.migrate())
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from appliance.app import create_app
+
+    settings = _settings(args)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
+    print(f"PeerMR Appliance {__version__}: data in {settings.data_path}", flush=True)
+    print(f"Serving on {settings.host or '*'}:{settings.port}; open {settings.base_url}/", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    from appliance import db
+
+    settings = _settings(args)
+    db.configure(settings)
+    applied = asyncio.run(db.migrate())
+    print(f"Applied {len(applied)} migration(s)." if applied else "The database is up to date.")
+
+
+def cmd_user_add(args: argparse.Namespace) -> None:
+    from appliance.accounts import users
+
+    settings = _settings(args)
+    password = None
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise CommandError("no password on standard input")
+    elif sys.stdin.isatty():
+        password = getpass.getpass("Password (empty to generate one): ") or None
+    _prepare_database(settings)
+    try:
+        account, generated = asyncio.run(users.create_user(args.email, args.role, password))
+    except users.AccountError as exc:
+        raise CommandError(str(exc)) from exc
+    print(f"Created {account.role} {account.email}.")
+    if generated:
+        print(f"One-time password: {generated}  (to be changed at first sign-in)")
+
+
+def cmd_token_create(args: argparse.Namespace) -> None:
+    from appliance.accounts import api_tokens, users
+
+    settings = _settings(args)
+    _prepare_database(settings)
+
+    async def create() -> str:
+        account = await users.get_by_email(args.email)
+        if account is None or not account.active:
+            raise CommandError(f"no active account {args.email}")
+        _, token = await api_tokens.create(account.id, args.name)
+        return token
+
+    print(asyncio.run(create()))
+
+
+def cmd_version(args: argparse.Namespace) -> None:
+    print(f"peermr {__version__}")
+
+
+def _data_dir_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", help="data directory (default ./peermr-data, env PEERMR_DATA_DIR)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="peermr", description="PeerMR Appliance")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the appliance")
+    _data_dir_flag(serve)
+    serve.add_argument("--host", help="address to listen on (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="HTTP port (default 8000)")
+    serve.add_argument("--turn-port", type=int, help="TURN/STUN port, UDP and TCP (default 3478)")
+    serve.add_argument("--public-url", help="the URL browsers use to reach the appliance")
+    serve.set_defaults(func=cmd_serve)
+
+    migrate = sub.add_parser("migrate", help="apply pending database migrations")
+    _data_dir_flag(migrate)
+    migrate.set_defaults(func=cmd_migrate)
+
+    user = sub.add_parser("user", help="manage accounts").add_subparsers(dest="user_command", required=True, metavar="ACTION")
+    add = user.add_parser("add", help="create an account")
+    add.add_argument("email")
+    add.add_argument("--role", required=True, choices=["admin", "coordinator", "worker"])
+    add.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    _data_dir_flag(add)
+    add.set_defaults(func=cmd_user_add)
+
+    token = sub.add_parser("token", help="manage API tokens").add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    create = token.add_parser("create", help="create an API token for an account and print it")
+    create.add_argument("email")
+    create.add_argument("--name", default="CLI token", help="a name to recognise the token by")
+    _data_dir_flag(create)
+    create.set_defaults(func=cmd_token_create)
+
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(func=cmd_version)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (CommandError, ConfigError) as exc:
+        print(f"peermr: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,131 @@
+"""Typed settings.
+
+Precedence, lowest to highest: built-in defaults, ``<data-dir>/peermr.toml``,
+``PEERMR_*`` environment variables, command-line flags. Every setting has a
+working default so a first start needs no configuration at all.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ENV_PREFIX = "PEERMR_"
+CONFIG_FILE_NAME = "peermr.toml"
+DEFAULT_DATA_DIR = "./peermr-data"
+WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+
+
+class ConfigError(Exception):
+    """A setting is malformed; the message says which and why."""
+
+
+class Settings(msgspec.Struct, kw_only=True, frozen=True):
+    data_dir: str = DEFAULT_DATA_DIR
+    host: str = "0.0.0.0"
+    port: int = 8000
+    turn_port: int = 3478
+    # The address employees' browsers and API clients use; derived when empty.
+    public_url: str = ""
+    # Empty means SQLite at <data-dir>/peermr.sqlite3; a postgresql:// URL switches engines.
+    database_url: str = ""
+    admin_email: str = ""
+    admin_password: str = ""
+    turn_secret: str = ""
+    stripe_api_key: str = ""
+    stripe_api_base: str = ""
+    timezone: str = "UTC"
+    log_level: str = "info"
+    # Idle dashboard sessions expire after this many hours.
+    session_hours: int = 12
+    # Failed sign-ins allowed per email (or per client address, times four) in the window.
+    login_max_failures: int = 5
+    login_window_minutes: int = 15
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser().resolve()
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_path / "peermr.sqlite3"
+
+    @property
+    def uses_postgres(self) -> bool:
+        return self.database_url.startswith(("postgres://", "postgresql://"))
+
+    @property
+    def base_url(self) -> str:
+        """The URL people should open, without a trailing slash."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = socket.gethostname() if self.host in WILDCARD_HOSTS else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def secure_cookies(self) -> bool:
+        return self.base_url.startswith("https://")
+
+
+FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}")
+    return data
+
+
+def _from_env(environ: dict[str, str]) -> dict[str, Any]:
+    return {
+        name: environ[ENV_PREFIX + name.upper()]
+        for name in FIELDS
+        if ENV_PREFIX + name.upper() in environ
+    }
+
+
+def load_settings(
+    overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None
+) -> Settings:
+    """Merge defaults, the config file, the environment and flags (``None`` flags are ignored)."""
+    environ = dict(os.environ if environ is None else environ)
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    env = _from_env(environ)
+    data_dir = flags.get("data_dir") or env.get("data_dir") or DEFAULT_DATA_DIR
+    merged = {**_from_file(Path(data_dir).expanduser() / CONFIG_FILE_NAME), **env, **flags}
+    merged["data_dir"] = str(data_dir)
+    try:
+        settings = msgspec.convert(merged, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid setting: {exc}") from exc
+    _check(settings)
+    return settings
+
+
+def _check(settings: Settings) -> None:
+    for name in ("port", "turn_port"):
+        value = getattr(settings, name)
+        if not 1 <= value <= 65535:
+            raise ConfigError(f"{name} must be between 1 and 65535, got {value}")
+    if settings.public_url and not settings.public_url.startswith(("http://", "https://")):
+        raise ConfigError(f"public_url must start with http:// or https://, got {settings.public_url!r}")
+    if settings.database_url and not (
+        settings.uses_postgres or settings.database_url.startswith("sqlite:")
+    ):
+        raise ConfigError("database_url must be a postgresql:// URL (or empty for SQLite)")
+    if settings.session_hours < 1:
+        raise ConfigError("session_hours must be at least 1")

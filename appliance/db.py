@@ -1,0 +1,115 @@
+"""The metadata store: Piccolo on SQLite (default) or PostgreSQL.
+
+SQLite is tuned for a ledger that must survive a crash: WAL journal,
+``synchronous=FULL`` (a committed row is on disk), a busy timeout so
+concurrent writers wait instead of failing, and IMMEDIATE transactions so a
+transaction takes the write lock up front instead of failing half-way when it
+upgrades from reading to writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sqlite3
+
+from piccolo.apps.migrations.commands.forwards import ForwardsMigrationManager
+from piccolo.apps.migrations.tables import Migration
+from piccolo.engine.base import Engine
+from piccolo.engine.postgres import PostgresEngine
+from piccolo.engine.sqlite import SQLiteEngine, TransactionType
+
+from appliance.config import Settings
+
+log = logging.getLogger(__name__)
+
+# Piccolo's own tooling (`piccolo migrations new ...`) finds the engine here.
+os.environ.setdefault("PICCOLO_CONF", "appliance.piccolo_conf")
+
+BUSY_TIMEOUT_MS = 10_000
+APPS = ["appliance.accounts.piccolo_app"]
+
+
+class DurableSQLiteEngine(SQLiteEngine):
+    """SQLiteEngine whose every connection applies the durability pragmas."""
+
+    async def get_connection(self):
+        connection = await super().get_connection()
+        await connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await connection.execute("PRAGMA synchronous = FULL")
+        return connection
+
+    def transaction(
+        self,
+        transaction_type: TransactionType = TransactionType.immediate,
+        allow_nested: bool = True,
+    ):
+        return super().transaction(transaction_type=transaction_type, allow_nested=allow_nested)
+
+    def atomic(self, transaction_type: TransactionType = TransactionType.immediate):
+        return super().atomic(transaction_type=transaction_type)
+
+
+def make_engine(settings: Settings) -> Engine:
+    if settings.uses_postgres:
+        return PostgresEngine(config={"dsn": settings.database_url})
+    path = settings.sqlite_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # WAL is a property of the file, so set it once, synchronously, before any query.
+    with contextlib.closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+    return DurableSQLiteEngine(path=str(path), timeout=BUSY_TIMEOUT_MS / 1000)
+
+
+def _app_configs():
+    from piccolo.conf.apps import Finder
+
+    return [Finder().get_app_config(name) for name in _app_names()]
+
+
+def _app_names() -> list[str]:
+    from piccolo.conf.apps import Finder
+
+    return Finder().get_sorted_app_names()
+
+
+_engine: Engine | None = None
+
+
+def configure(settings: Settings) -> Engine:
+    """Create the engine for these settings and bind every table to it."""
+    global _engine
+    _engine = make_engine(settings)
+    Migration._meta.db = _engine
+    for app in _app_configs():
+        for table in app.table_classes:
+            table._meta.db = _engine
+    return _engine
+
+
+def current_engine() -> Engine:
+    if _engine is None:
+        from appliance.config import load_settings
+
+        return configure(load_settings())
+    return _engine
+
+
+async def migrate() -> list[str]:
+    """Apply pending migrations of every domain; returns the ids applied."""
+    applied: list[str] = []
+    for name in _app_names():
+        before = set(await Migration.get_migrations_which_ran(app_name=name)) if await Migration.table_exists() else set()
+        manager = ForwardsMigrationManager(app_name=name)
+        # Piccolo narrates with emoji on stdout; keep our own output clean.
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            result = await manager.run()
+        if not result.success:
+            raise RuntimeError(f"migrations of {name} failed: {result.message}\n{out.getvalue()}")
+        after = set(await Migration.get_migrations_which_ran(app_name=name))
+        applied += sorted(after - before)
+    for migration_id in applied:
+        log.info("applied migration %s", migration_id)
+    return applied

@@ -1,0 +1,1 @@
+"""The browser fleet: worker connections, the WebSocket protocol, heartbeats, signaling, probes."""

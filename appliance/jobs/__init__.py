@@ -1,0 +1,1 @@
+"""Jobs: scripts, spec extraction, the queue, scheduling, executions, tasks, logs, outputs."""

@@ -1,0 +1,1 @@
+"""PMRFS namenode: buckets, objects, blobs, replicas, placement, re-replication, GC."""

@@ -1,0 +1,1 @@
+"""The dashboard: pages and htmx fragments that call into the domains, plus operational endpoints."""

@@ -1,0 +1,34 @@
+"""The dashboard's navigation, by role."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from appliance.accounts.sessions import Principal
+
+
+class NavItem(NamedTuple):
+    label: str
+    href: str
+    roles: frozenset[str]
+
+
+ALL = frozenset({"admin", "coordinator", "worker"})
+COORDINATORS = frozenset({"admin", "coordinator"})
+
+NAV = (
+    NavItem("Overview", "/ui", ALL),
+    NavItem("Jobs", "/ui/jobs", COORDINATORS),
+    NavItem("Runs", "/ui/runs", COORDINATORS),
+    NavItem("Workers", "/ui/workers", ALL),
+    NavItem("Storage", "/ui/storage", COORDINATORS),
+    NavItem("Billing", "/ui/billing", COORDINATORS),
+    NavItem("Payments", "/ui/payments", ALL),
+    NavItem("Admin", "/ui/admin", frozenset({"admin"})),
+)
+
+
+def nav_for(principal: Principal | None) -> list[NavItem]:
+    if principal is None or principal.via != "dashboard":
+        return []
+    return [item for item in NAV if principal.role in item.roles]
