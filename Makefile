@@ -1,0 +1,44 @@
+# PeerMR Appliance. Quick start: `make run`, `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT    := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
+
+# Flags for `make run`, e.g. make run ARGS="--port 9000".
+ARGS ?=
+
+.PHONY: run test test-postgres bench binary migration chromium clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# Reinstall when the dependencies change.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+run: $(VENV)/.installed
+	$(BIN)/peermr serve $(ARGS)
+
+# Debian's Chromium drives the browser tests (Playwright's own browser downloads are not used).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq chromium >/dev/null; }
+
+test: $(VENV)/.installed chromium
+	$(BIN)/pytest
+
+bench: $(VENV)/.installed chromium
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+binary: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[test,binary]"
+	PATH="$(CURDIR)/$(BIN):$$PATH" packaging/build.sh
+
+# New migration for a domain after changing its tables: make migration APP=accounts
+migration: $(VENV)/.installed
+	PICCOLO_CONF=appliance.piccolo_conf PEERMR_DATA_DIR=$$(mktemp -d) $(BIN)/piccolo migrations new $(APP) --auto
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache
