@@ -11,12 +11,26 @@ from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.static_files import create_static_files_router
 from litestar.template import TemplateConfig
 
 from appliance import __version__, db
-from appliance.accounts import admin_routes, bootstrap, enrol_routes, login_routes, token_routes
-from appliance.accounts.auth import API_PREFIX, PUBLIC, AuthenticationMiddleware, access, access_guard
+from appliance.accounts import (
+    admin_routes,
+    api_routes,
+    bootstrap,
+    enrol_routes,
+    login_routes,
+    token_routes,
+)
+from appliance.accounts.auth import (
+    API_PREFIX,
+    PUBLIC,
+    AuthenticationMiddleware,
+    access,
+    access_guard,
+)
 from appliance.config import Settings
 from appliance.fleet import routes as fleet_routes
 from appliance.resources import static_dir, templates_dir
@@ -28,6 +42,7 @@ log = logging.getLogger(__name__)
 
 ROUTE_HANDLERS = [
     *ops.ROUTES,
+    *api_routes.ROUTES,
     *pages.ROUTES,
     *login_routes.ROUTES,
     *token_routes.ROUTES,
@@ -103,6 +118,8 @@ def create_app(settings: Settings) -> Litestar:
             title="PeerMR Appliance API",
             version=__version__,
             path="/schema",
+            # JSON only: the interactive renderers load their code from CDNs, which a private site may not reach.
+            render_plugins=[JsonRenderPlugin(path=["/", "/openapi.json"])],
             openapi_router=Router(path="/schema", route_handlers=[], opt=access(PUBLIC)),
         ),
         exception_handlers=EXCEPTION_HANDLERS,

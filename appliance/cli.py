@@ -111,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     _data_dir_flag(migrate)
     migrate.set_defaults(func=cmd_migrate)
 
-    user = sub.add_parser("user", help="manage accounts").add_subparsers(dest="user_command", required=True, metavar="ACTION")
+    user = sub.add_parser("user", help="manage accounts").add_subparsers(
+        dest="user_command", required=True, metavar="ACTION"
+    )
     add = user.add_parser("add", help="create an account")
     add.add_argument("email")
     add.add_argument("--role", required=True, choices=["admin", "coordinator", "worker"])
@@ -119,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     _data_dir_flag(add)
     add.set_defaults(func=cmd_user_add)
 
-    token = sub.add_parser("token", help="manage API tokens").add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    token = sub.add_parser("token", help="manage API tokens").add_subparsers(
+        dest="token_command", required=True, metavar="ACTION"
+    )
     create = token.add_parser("create", help="create an API token for an account and print it")
     create.add_argument("email")
     create.add_argument("--name", default="CLI token", help="a name to recognise the token by")

@@ -91,16 +91,10 @@ def _from_file(path: Path) -> dict[str, Any]:
 
 
 def _from_env(environ: dict[str, str]) -> dict[str, Any]:
-    return {
-        name: environ[ENV_PREFIX + name.upper()]
-        for name in FIELDS
-        if ENV_PREFIX + name.upper() in environ
-    }
+    return {name: environ[ENV_PREFIX + name.upper()] for name in FIELDS if ENV_PREFIX + name.upper() in environ}
 
 
-def load_settings(
-    overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None
-) -> Settings:
+def load_settings(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Settings:
     """Merge defaults, the config file, the environment and flags (``None`` flags are ignored)."""
     environ = dict(os.environ if environ is None else environ)
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -123,9 +117,7 @@ def _check(settings: Settings) -> None:
             raise ConfigError(f"{name} must be between 1 and 65535, got {value}")
     if settings.public_url and not settings.public_url.startswith(("http://", "https://")):
         raise ConfigError(f"public_url must start with http:// or https://, got {settings.public_url!r}")
-    if settings.database_url and not (
-        settings.uses_postgres or settings.database_url.startswith("sqlite:")
-    ):
+    if settings.database_url and not (settings.uses_postgres or settings.database_url.startswith("sqlite:")):
         raise ConfigError("database_url must be a postgresql:// URL (or empty for SQLite)")
     if settings.session_hours < 1:
         raise ConfigError("session_hours must be at least 1")

@@ -101,7 +101,9 @@ async def migrate() -> list[str]:
     """Apply pending migrations of every domain; returns the ids applied."""
     applied: list[str] = []
     for name in _app_names():
-        before = set(await Migration.get_migrations_which_ran(app_name=name)) if await Migration.table_exists() else set()
+        before = (
+            set(await Migration.get_migrations_which_ran(app_name=name)) if await Migration.table_exists() else set()
+        )
         manager = ForwardsMigrationManager(app_name=name)
         # Piccolo narrates with emoji on stdout; keep our own output clean.
         with contextlib.redirect_stdout(io.StringIO()) as out:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import datetime as dt
 
 from litestar import Request, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath
 from litestar.response import Redirect, Response, Template
 
 from appliance.accounts import enrolment, users
 from appliance.accounts.auth import ADMIN, access
-from appliance.accounts.forms import ActiveForm, EnrolmentForm, Form, NewAccountForm, RoleForm
+from appliance.accounts.forms import (
+    ActiveForm,
+    EnrolmentForm,
+    Form,
+    NewAccountForm,
+    RoleForm,
+)
 from appliance.accounts.tables import Role
 from appliance.accounts.users import AccountError
 from appliance.config import Settings
@@ -24,7 +32,9 @@ async def admin_home() -> Redirect:
     return Redirect(path="/ui/admin/accounts", status_code=303)
 
 
-async def _accounts_page(request: Request, *, status_code: int = 200, error: str | None = None, created=None, form=None):
+async def _accounts_page(
+    request: Request, *, status_code: int = 200, error: str | None = None, created=None, form=None
+):
     return page(
         request,
         "accounts/admin/accounts.html",
@@ -62,12 +72,17 @@ async def _row_or_redirect(request: Request, account: users.Account, message: st
 async def _refuse(request: Request, exc: AccountError) -> Response:
     if is_htmx(request):
         # htmx does not swap error responses; say it where the page shows messages.
-        return page(request, "_flash_oob.html", flashes=[("error", str(exc))], status_code=200,)
+        return page(
+            request,
+            "_flash_oob.html",
+            flashes=[("error", str(exc))],
+            status_code=200,
+        )
     return redirect("/ui/admin/accounts", str(exc), "error")
 
 
 @post("/ui/admin/accounts/{user_id:int}/role", opt=access(ADMIN), include_in_schema=False)
-async def change_role(request: Request, user_id: int, data: Form[RoleForm]) -> Response:
+async def change_role(request: Request, user_id: FromPath[int], data: Form[RoleForm]) -> Response:
     try:
         account = await users.set_role(user_id, data.role)
     except AccountError as exc:
@@ -76,7 +91,7 @@ async def change_role(request: Request, user_id: int, data: Form[RoleForm]) -> R
 
 
 @post("/ui/admin/accounts/{user_id:int}/active", opt=access(ADMIN), include_in_schema=False)
-async def change_active(request: Request, user_id: int, data: Form[ActiveForm]) -> Response:
+async def change_active(request: Request, user_id: FromPath[int], data: Form[ActiveForm]) -> Response:
     try:
         account = await users.set_active(user_id, data.active == "true")
     except AccountError as exc:
@@ -86,7 +101,7 @@ async def change_active(request: Request, user_id: int, data: Form[ActiveForm]) 
 
 
 @post("/ui/admin/accounts/{user_id:int}/reset-password", opt=access(ADMIN), include_in_schema=False)
-async def reset_password(request: Request, user_id: int) -> Response:
+async def reset_password(request: Request, user_id: FromPath[int]) -> Response:
     try:
         account, password = await users.reset_password(user_id)
     except AccountError as exc:
@@ -109,7 +124,7 @@ async def _enrolment_page(request: Request, settings: Settings, *, status_code=2
 
 
 @get("/ui/admin/enrolment", opt=access(ADMIN), include_in_schema=False)
-async def enrolment_page(request: Request, settings: Settings) -> Template:
+async def enrolment_page(request: Request, settings: NamedDependency[Settings]) -> Template:
     return await _enrolment_page(request, settings)
 
 
@@ -124,7 +139,9 @@ def _parse_int(value: str, what: str, *, optional: bool = False) -> int | None:
 
 
 @post("/ui/admin/enrolment", opt=access(ADMIN), include_in_schema=False)
-async def create_enrolment(request: Request, data: Form[EnrolmentForm], settings: Settings) -> Template:
+async def create_enrolment(
+    request: Request, data: Form[EnrolmentForm], settings: NamedDependency[Settings]
+) -> Template:
     try:
         link, token = await enrolment.create(
             account_id=_parse_int(data.account_id, "The account"),
@@ -139,7 +156,7 @@ async def create_enrolment(request: Request, data: Form[EnrolmentForm], settings
 
 
 @post("/ui/admin/enrolment/{link_id:int}/revoke", opt=access(ADMIN), include_in_schema=False)
-async def revoke_enrolment(request: Request, link_id: int) -> Response:
+async def revoke_enrolment(request: Request, link_id: FromPath[int]) -> Response:
     try:
         link = await enrolment.revoke(link_id)
     except AccountError as exc:

@@ -49,7 +49,9 @@ async def create(user_id: int, name: str) -> tuple[TokenInfo, str]:
 
 
 async def list_for(user_id: int) -> list[TokenInfo]:
-    rows = await ApiToken.select(*_FIELDS).where(ApiToken.user == user_id).order_by(ApiToken.created_at, ascending=False)
+    rows = (
+        await ApiToken.select(*_FIELDS).where(ApiToken.user == user_id).order_by(ApiToken.created_at, ascending=False)
+    )
     return [TokenInfo(**r) for r in rows]
 
 
@@ -85,6 +87,10 @@ async def resolve(token: str) -> Principal | None:
         await ApiToken.update({ApiToken.last_used_at: t}).where(ApiToken.id == row["id"])
     # A pending password change does not block a token: the token is its own credential.
     return Principal(
-        user_id=row["user_id"], email=row["email"], role=row["role"], must_change_password=False, via="token",
+        user_id=row["user_id"],
+        email=row["email"],
+        role=row["role"],
+        must_change_password=False,
+        via="token",
         credential_hash=token_hash,
     )

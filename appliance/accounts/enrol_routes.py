@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from litestar import Request, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath
 from litestar.response import Redirect, Response, Template
 
 from appliance.accounts import enrolment, sessions
@@ -14,7 +16,7 @@ from appliance.web.rendering import page
 
 # GET only shows what the link does: link scanners and previews must not use it up.
 @get("/enrol/{token:str}", opt=access(PUBLIC), include_in_schema=False)
-async def enrol_page(request: Request, token: str) -> Template:
+async def enrol_page(request: Request, token: FromPath[str]) -> Template:
     try:
         link = await enrolment.peek(token)
     except enrolment.EnrolmentRefused as exc:
@@ -23,7 +25,7 @@ async def enrol_page(request: Request, token: str) -> Template:
 
 
 @post("/enrol/{token:str}", opt=access(PUBLIC), include_in_schema=False)
-async def enrol(request: Request, token: str, settings: Settings) -> Response:
+async def enrol(request: Request, token: FromPath[str], settings: NamedDependency[Settings]) -> Response:
     try:
         link = await enrolment.redeem(token)
     except enrolment.EnrolmentRefused as exc:

@@ -119,8 +119,10 @@ async def redeem(token: str) -> LinkInfo:
     condition = (EnrolmentLink.id == link.id) & EnrolmentLink.revoked_at.is_null() & (EnrolmentLink.expires_at > now())
     if link.max_uses is not None:
         condition &= EnrolmentLink.uses < link.max_uses
-    updated = await EnrolmentLink.update({EnrolmentLink.uses: EnrolmentLink.uses + 1}).where(condition).returning(
-        EnrolmentLink.id
+    updated = (
+        await EnrolmentLink.update({EnrolmentLink.uses: EnrolmentLink.uses + 1})
+        .where(condition)
+        .returning(EnrolmentLink.id)
     )
     if not updated:
         raise EnrolmentRefused("This enrolment link has just been used up. Ask your administrator for a new one.")

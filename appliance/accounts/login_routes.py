@@ -6,6 +6,7 @@ import datetime as dt
 
 from litestar import Request, get, post
 from litestar.datastructures import Cookie
+from litestar.di import NamedDependency
 from litestar.response import Redirect, Response, Template
 
 from appliance.accounts import sessions, throttle, users
@@ -25,7 +26,7 @@ async def login_page(request: Request, next: str = "") -> Template | Redirect:
 
 
 @post("/login", opt=access(PUBLIC), include_in_schema=False)
-async def login(request: Request, data: Form[LoginForm], settings: Settings) -> Response:
+async def login(request: Request, data: Form[LoginForm], settings: NamedDependency[Settings]) -> Response:
     email = data.email.strip().lower()
     client = client_address(request)
 
@@ -33,7 +34,9 @@ async def login(request: Request, data: Form[LoginForm], settings: Settings) -> 
         return page(request, "accounts/login.html", status_code=status, next=data.next, email=email, error=message)
 
     try:
-        await throttle.check(email, client, settings.login_max_failures, dt.timedelta(minutes=settings.login_window_minutes))
+        await throttle.check(
+            email, client, settings.login_max_failures, dt.timedelta(minutes=settings.login_window_minutes)
+        )
     except throttle.Throttled as exc:
         return refuse(str(exc), 429)
     account = await users.check_credentials(email, data.password) if email and data.password else None

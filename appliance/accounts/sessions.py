@@ -97,4 +97,3 @@ async def end(key: str) -> None:
 async def purge_expired() -> int:
     rows = await Session.delete().where(Session.expires_at <= now()).returning(Session.id)
     return len(rows)
-

@@ -1,6 +1,6 @@
 """Account tables. Every secret here is stored as a hash, never in the clear."""
 
-from enum import Enum
+from enum import StrEnum
 
 from piccolo.columns import (
     Boolean,
@@ -13,7 +13,7 @@ from piccolo.columns import (
 from piccolo.table import Table
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     admin = "admin"
     coordinator = "coordinator"
     worker = "worker"

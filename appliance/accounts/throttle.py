@@ -34,9 +34,12 @@ async def check(email: str, client: str, max_failures: int, window: dt.timedelta
         (LoginFailure.email, email, max_failures),
         (LoginFailure.client, client, max_failures * CLIENT_FACTOR),
     ):
-        rows = await LoginFailure.select(LoginFailure.at).where((column == value) & (LoginFailure.at >= since)).order_by(
-            LoginFailure.at, ascending=False
-        ).limit(limit)
+        rows = (
+            await LoginFailure.select(LoginFailure.at)
+            .where((column == value) & (LoginFailure.at >= since))
+            .order_by(LoginFailure.at, ascending=False)
+            .limit(limit)
+        )
         if len(rows) >= limit:
             # Free again when the oldest of the last `limit` failures leaves the window.
             raise Throttled(rows[-1]["at"] + window - now())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from litestar import Request, get, post
+from litestar.params import FromPath
 from litestar.response import Response, Template
 
 from appliance.accounts import api_tokens
@@ -34,7 +35,7 @@ async def create_token(request: Request, data: Form[TokenForm]) -> Template:
 
 
 @post("/ui/tokens/{token_id:int}/revoke", opt=access(USER), include_in_schema=False)
-async def revoke_token(request: Request, token_id: int) -> Response:
+async def revoke_token(request: Request, token_id: FromPath[int]) -> Response:
     try:
         info = await api_tokens.revoke(request.user.user_id, token_id)
     except AccountError as exc:

@@ -6,6 +6,7 @@ import datetime as dt
 import re
 
 import msgspec
+from piccolo.query.functions.aggregate import Count
 
 from appliance.accounts import credentials
 from appliance.accounts.passwords import check_strength, hash_password, verify_password
@@ -36,7 +37,7 @@ class Account(msgspec.Struct, frozen=True):
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def normalise_email(email: str) -> str:
@@ -196,7 +197,7 @@ async def _require(user_id: int) -> Account:
 
 
 async def count_by_role() -> dict[str, int]:
-    rows = await User.select(User.role, User.id.count().as_alias("n")).where(User.active == True).group_by(User.role)  # noqa: E712
+    rows = await User.select(User.role, Count(User.id).as_alias("n")).where(User.active == True).group_by(User.role)  # noqa: E712
     counts = {r.value: 0 for r in Role}
     counts.update({r["role"]: r["n"] for r in rows})
     return counts

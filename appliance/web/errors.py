@@ -6,7 +6,12 @@ import logging
 from urllib.parse import quote
 
 from litestar import MediaType, Request, Response
-from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException, PermissionDeniedException
+from litestar.exceptions import (
+    HTTPException,
+    NotAuthorizedException,
+    NotFoundException,
+    PermissionDeniedException,
+)
 from litestar.response import Redirect
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
@@ -24,7 +29,9 @@ def _wants_json(request: Request) -> bool:
 
 
 def _json(status: int, detail: str, headers: dict | None = None) -> Response:
-    return Response({"status_code": status, "detail": detail}, status_code=status, media_type=MediaType.JSON, headers=headers)
+    return Response(
+        {"status_code": status, "detail": detail}, status_code=status, media_type=MediaType.JSON, headers=headers
+    )
 
 
 def _to_login(request: Request) -> Response:
@@ -37,7 +44,9 @@ def _to_login(request: Request) -> Response:
 
 def not_authorized(request: Request, exc: NotAuthorizedException) -> Response:
     if _wants_json(request):
-        return _json(401, "A valid API token is required (Authorization: Bearer <token>).", {"WWW-Authenticate": "Bearer"})
+        return _json(
+            401, "A valid API token is required (Authorization: Bearer <token>).", {"WWW-Authenticate": "Bearer"}
+        )
     return _to_login(request)
 
 

@@ -1,0 +1,202 @@
+"""Every route of the app against every kind of caller.
+
+The matrix below must name every route the application registers: a new
+route without an entry fails `test_matrix_covers_every_route`, so nobody adds
+a page or endpoint without deciding who may use it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from litestar.routes import HTTPRoute
+
+from appliance.app import create_app
+from appliance.config import load_settings
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Client
+
+CALLERS = ("anon", "enrolled", "worker", "coordinator", "admin")
+# Methods answered by the framework itself (CORS preflight, HEAD of static files), carrying no data.
+AUTOMATIC_METHODS = {"OPTIONS", "HEAD"}
+
+
+def everyone(status: int) -> dict[str, int]:
+    return dict.fromkeys(CALLERS, status)
+
+
+# Anonymous and enrolled-worker browsers are sent to the sign-in page; the API answers 401.
+SIGNED_IN = {"anon": 303, "enrolled": 303, "worker": 200, "coordinator": 200, "admin": 200}
+COORDINATORS = {"anon": 303, "enrolled": 303, "worker": 403, "coordinator": 200, "admin": 200}
+ADMINS = {"anon": 303, "enrolled": 303, "worker": 403, "coordinator": 403, "admin": 200}
+
+
+def only_admin(status: int) -> dict[str, int]:
+    return {**ADMINS, "admin": status}
+
+
+# (method, route path) -> (concrete path, form data, expected status per caller).
+# "{...}" in a concrete path is filled from the fixtures below.
+MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
+    ("GET", "/healthz"): ("/healthz", {}, everyone(200)),
+    ("GET", "/metrics"): ("/metrics", {}, everyone(200)),
+    ("GET", "/schema"): ("/schema", {}, everyone(200)),
+    ("GET", "/schema/openapi.json"): ("/schema/openapi.json", {}, everyone(200)),
+    ("GET", "/schema/{path:str}"): ("/schema/no-such-renderer", {}, everyone(404)),
+    ("GET", "/static/{file_path:path}"): ("/static/css/app.css", {}, everyone(200)),
+    ("GET", "/"): ("/", {}, everyone(303)),
+    ("GET", "/login"): ("/login", {}, {**everyone(303), "anon": 200, "enrolled": 200}),
+    ("POST", "/login"): ("/login", {"email": "nobody@example.com", "password": "wrong-password"}, everyone(400)),
+    ("POST", "/logout"): ("/logout", {}, everyone(303)),
+    ("GET", "/api/v1/me"): ("/api/v1/me", {}, {**SIGNED_IN, "anon": 401, "enrolled": 401}),
+    ("GET", "/ui"): ("/ui", {}, SIGNED_IN),
+    ("GET", "/ui/jobs"): ("/ui/jobs", {}, COORDINATORS),
+    ("GET", "/ui/runs"): ("/ui/runs", {}, COORDINATORS),
+    ("GET", "/ui/storage"): ("/ui/storage", {}, COORDINATORS),
+    ("GET", "/ui/billing"): ("/ui/billing", {}, COORDINATORS),
+    ("GET", "/ui/workers"): ("/ui/workers", {}, SIGNED_IN),
+    ("GET", "/ui/payments"): ("/ui/payments", {}, SIGNED_IN),
+    ("GET", "/ui/account/password"): ("/ui/account/password", {}, SIGNED_IN),
+    # An empty form is refused with 400 by the page itself, after authorization passed.
+    ("POST", "/ui/account/password"): (
+        "/ui/account/password",
+        {},
+        {**SIGNED_IN, "worker": 400, "coordinator": 400, "admin": 400},
+    ),
+    ("GET", "/ui/tokens"): ("/ui/tokens", {}, SIGNED_IN),
+    ("POST", "/ui/tokens"): ("/ui/tokens", {"name": "matrix"}, SIGNED_IN),
+    # The token belongs to the admin: anyone else is told there is no such token.
+    ("POST", "/ui/tokens/{token_id:int}/revoke"): (
+        "/ui/tokens/{admin_token_id}/revoke",
+        {},
+        {**SIGNED_IN, "worker": 404, "coordinator": 404, "admin": 303},
+    ),
+    ("GET", "/ui/admin"): ("/ui/admin", {}, only_admin(303)),
+    ("GET", "/ui/admin/accounts"): ("/ui/admin/accounts", {}, ADMINS),
+    ("POST", "/ui/admin/accounts"): ("/ui/admin/accounts", {"email": "not-an-email"}, only_admin(400)),
+    ("POST", "/ui/admin/accounts/{user_id:int}/role"): (
+        "/ui/admin/accounts/{victim_id}/role",
+        {"role": "coordinator"},
+        only_admin(303),
+    ),
+    ("POST", "/ui/admin/accounts/{user_id:int}/active"): (
+        "/ui/admin/accounts/{victim_id}/active",
+        {"active": "true"},
+        only_admin(303),
+    ),
+    ("POST", "/ui/admin/accounts/{user_id:int}/reset-password"): (
+        "/ui/admin/accounts/{victim_id}/reset-password",
+        {},
+        only_admin(200),
+    ),
+    ("GET", "/ui/admin/enrolment"): ("/ui/admin/enrolment", {}, ADMINS),
+    ("POST", "/ui/admin/enrolment"): ("/ui/admin/enrolment", {"account_id": "x"}, only_admin(400)),
+    ("POST", "/ui/admin/enrolment/{link_id:int}/revoke"): (
+        "/ui/admin/enrolment/{spare_link_id}/revoke",
+        {},
+        only_admin(303),
+    ),
+    ("GET", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(200)),
+    ("POST", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(303)),
+    ("GET", "/worker"): ("/worker", {}, {**SIGNED_IN, "enrolled": 200}),
+}
+
+
+def app_routes(tmp_path) -> set[tuple[str, str]]:
+    app = create_app(load_settings({"data_dir": str(tmp_path / "routes")}))
+    return {
+        (method, route.path)
+        for route in app.routes
+        if isinstance(route, HTTPRoute)
+        for handler in route.route_handlers
+        for method in handler.http_methods
+        if method not in AUTOMATIC_METHODS
+    }
+
+
+def test_matrix_covers_every_route(tmp_path):
+    routes = app_routes(tmp_path)
+    missing = sorted(routes - MATRIX.keys())
+    stale = sorted(MATRIX.keys() - routes)
+    assert not missing, f"routes without an entry in the authorization matrix: {missing}"
+    assert not stale, f"matrix entries for routes that no longer exist: {stale}"
+
+
+@pytest.fixture(scope="module")
+def callers(appliance):
+    """A client per kind of caller, the API token of each, and objects to act on."""
+    password = "matrix-password-123"
+    for role in ("worker", "coordinator"):
+        appliance.add_user(f"{role}@example.com", role, password)
+    appliance.add_user("victim@example.com", "worker", password)
+
+    admin = Client(appliance.url)
+    admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    page = admin.get("/ui/admin/accounts").text
+    victim_id = re.search(r'id="account-(\d+)" data-email="victim@example.com"', page).group(1)
+    worker_id = re.search(r'id="account-(\d+)" data-email="worker@example.com"', page).group(1)
+
+    def new_link() -> tuple[str, str]:
+        page = admin.form("/ui/admin/enrolment", {"account_id": worker_id, "label": "matrix", "valid_hours": "24"}).text
+        token = re.search(r'id="new-link">[^<]*/enrol/([^<]+)<', page).group(1)
+        link_id = max(int(i) for i in re.findall(r'id="link-(\d+)"', page))
+        return token, str(link_id)
+
+    link_token, _ = new_link()
+    _, spare_link_id = new_link()
+    admin.form("/ui/tokens", {"name": "revoke me"})
+    admin_token_id = re.search(r'action="/ui/tokens/(\d+)/revoke"', admin.get("/ui/tokens").text).group(1)
+
+    clients = {"anon": Client(appliance.url), "admin": admin}
+    tokens = {}
+    for role in ("worker", "coordinator"):
+        clients[role] = Client(appliance.url)
+        clients[role].login(f"{role}@example.com", password)
+    for role in ("worker", "coordinator", "admin"):
+        tokens[role] = appliance.cli(
+            "token", "create", f"{role}@example.com" if role != "admin" else ADMIN_EMAIL
+        ).stdout.strip()
+    enrolled = Client(appliance.url)
+    assert enrolled.form(f"/enrol/{link_token}").status_code == 303
+    clients["enrolled"] = enrolled
+    values = {
+        "victim_id": victim_id,
+        "link_token": link_token,
+        "spare_link_id": spare_link_id,
+        "admin_token_id": admin_token_id,
+    }
+    yield clients, tokens, values
+    for client in clients.values():
+        client.close()
+
+
+CASES = sorted((method, route, caller) for (method, route) in MATRIX for caller in CALLERS)
+
+
+@pytest.mark.parametrize("method,route,caller", CASES)
+def test_route_authorization(appliance, callers, method, route, caller):
+    clients, tokens, values = callers
+    path_template, data, expected = MATRIX[(method, route)]
+    path = path_template.format(**values)
+    client = clients[caller]
+    if route == "/logout" and caller != "anon":
+        # Signing out must not end the session the other cases use.
+        client = Client(appliance.url)
+        if caller == "enrolled":
+            client.form(f"/enrol/{values['link_token']}")
+        else:
+            email = ADMIN_EMAIL if caller == "admin" else f"{caller}@example.com"
+            client.login(email, ADMIN_PASSWORD if caller == "admin" else "matrix-password-123")
+    headers = {}
+    if path.startswith("/api/") and caller in tokens:
+        headers["Authorization"] = f"Bearer {tokens[caller]}"
+    if method == "GET":
+        response = client.get(path, headers=headers)
+    else:
+        response = client.form(path, data, headers=headers)
+    assert response.status_code == expected[caller], (
+        f"{method} {path} as {caller}: expected {expected[caller]}, got {response.status_code}: {response.text[:300]}"
+    )
+    if response.status_code == 303 and caller in ("anon", "enrolled") and expected is not everyone(303):
+        location = response.headers["location"]
+        assert location.startswith("/login") or route in ("/", "/logout", "/enrol/{token:str}", "/login"), location
