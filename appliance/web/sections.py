@@ -22,7 +22,7 @@ SECTIONS = (
         COORDINATOR,
         "Map-reduce jobs written in JavaScript with the PeerMR SDK.",
         (
-            "An editor with line numbers and JavaScript highlighting; syntax errors shown with their line when you save.",
+            "An editor with line numbers and JavaScript highlighting; syntax errors shown with their line on save.",
             "A Run button that opens the run dialog, prefilled from the script's metadata.",
             "The same jobs through the REST API (POST /api/v1/jobs) and `peermr job run`.",
         ),

@@ -1,0 +1,96 @@
+"""The `peermr` command: clear messages and exit codes."""
+
+from __future__ import annotations
+
+from appliance import __version__
+from tests.support import run_cli
+
+
+def test_version():
+    result = run_cli("version")
+    assert result.returncode == 0 and result.stdout.strip() == f"peermr {__version__}"
+
+
+def test_migrate_creates_the_store_and_is_idempotent(tmp_path):
+    data = str(tmp_path / "data")
+    first = run_cli("migrate", "--data-dir", data)
+    assert first.returncode == 0 and "Applied" in first.stdout
+    second = run_cli("migrate", "--data-dir", data)
+    assert second.returncode == 0 and "up to date" in second.stdout
+    assert (tmp_path / "data" / "peermr.sqlite3").is_file()
+
+
+def test_user_add_and_token_create(tmp_path):
+    data = str(tmp_path / "data")
+    added = run_cli(
+        "user",
+        "add",
+        "Ada@Example.com",
+        "--role",
+        "coordinator",
+        "--password-stdin",
+        "--data-dir",
+        data,
+        input="ada-password-1\n",
+    )
+    assert added.returncode == 0, added.stderr
+    assert "Created coordinator ada@example.com" in added.stdout
+
+    duplicate = run_cli(
+        "user",
+        "add",
+        "ada@example.com",
+        "--role",
+        "worker",
+        "--password-stdin",
+        "--data-dir",
+        data,
+        input="another-password\n",
+    )
+    assert duplicate.returncode == 1 and "already exists" in duplicate.stderr
+
+    generated = run_cli("user", "add", "bob@example.com", "--role", "worker", "--data-dir", data, input="")
+    assert generated.returncode == 0 and "One-time password:" in generated.stdout
+
+    weak = run_cli(
+        "user", "add", "eve@example.com", "--role", "worker", "--password-stdin", "--data-dir", data, input="short\n"
+    )
+    assert weak.returncode == 1 and "at least 10 characters" in weak.stderr
+
+    bad_role = run_cli("user", "add", "x@example.com", "--role", "boss", "--data-dir", data)
+    assert bad_role.returncode == 2 and "invalid choice" in bad_role.stderr
+
+    bad_email = run_cli(
+        "user",
+        "add",
+        "not-an-email",
+        "--role",
+        "worker",
+        "--password-stdin",
+        "--data-dir",
+        data,
+        input="long-enough-pw\n",
+    )
+    assert bad_email.returncode == 1 and "not an email address" in bad_email.stderr
+
+    token = run_cli("token", "create", "ada@example.com", "--data-dir", data)
+    assert token.returncode == 0 and token.stdout.strip().startswith("pmr_")
+
+    missing = run_cli("token", "create", "nobody@example.com", "--data-dir", data)
+    assert missing.returncode == 1 and "no active account nobody@example.com" in missing.stderr
+
+
+def test_bad_configuration_is_reported(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "peermr.toml").write_text("port = 'eighty'\n")
+    result = run_cli("migrate", "--data-dir", str(data))
+    assert result.returncode == 1 and "invalid setting" in result.stderr and "port" in result.stderr
+    (data / "peermr.toml").write_text("colour = 'blue'\n")
+    result = run_cli("migrate", "--data-dir", str(data))
+    assert result.returncode == 1 and "unknown setting(s) colour" in result.stderr
+
+
+def test_unknown_command_is_a_usage_error():
+    result = run_cli("frobnicate")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
