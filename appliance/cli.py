@@ -9,7 +9,7 @@ import logging
 import sys
 
 from appliance import __version__
-from appliance.config import ConfigError, Settings, load_settings
+from appliance.config import WILDCARD_HOSTS, ConfigError, Settings, load_settings
 
 
 class CommandError(Exception):
@@ -37,7 +37,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
     print(f"PeerMR Appliance {__version__}: data in {settings.data_path}", flush=True)
-    print(f"Serving on {settings.host or '*'}:{settings.port}; open {settings.base_url}/", flush=True)
+    if settings.public_url or settings.host not in WILDCARD_HOSTS:
+        print(f"Open {settings.base_url}/", flush=True)
+    else:
+        print(f"Open http://localhost:{settings.port}/ here, or {settings.base_url}/ from other machines", flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
 
 

@@ -115,7 +115,8 @@ async def _enrolment_page(request: Request, settings: Settings, *, status_code=2
         "accounts/admin/enrolment.html",
         status_code=status_code,
         links=await enrolment.list_all(),
-        accounts=[a for a in await users.list_all() if a.active],
+        # Worker accounts first: they are what enrolment links are usually for.
+        accounts=sorted((a for a in await users.list_all() if a.active), key=lambda a: (a.role != "worker", a.email)),
         validity_choices=VALIDITY_CHOICES,
         error=error,
         created=created,
