@@ -18,6 +18,7 @@ from litestar.template import TemplateConfig
 from appliance import __version__, db
 from appliance.accounts import (
     admin_routes,
+    housekeeping,
     api_routes,
     bootstrap,
     enrol_routes,
@@ -35,8 +36,11 @@ from appliance.config import Settings
 from appliance.fleet import routes as fleet_routes
 from appliance.resources import static_dir, templates_dir
 from appliance.secret_keys import load_or_create_secrets
+from appliance.scheduler import create_scheduler
 from appliance.web import ops, pages
+from appliance.web.formatting import register_filters
 from appliance.web.errors import EXCEPTION_HANDLERS
+from appliance.web.security_headers import SecurityHeadersMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +54,6 @@ ROUTE_HANDLERS = [
     *enrol_routes.ROUTES,
     *fleet_routes.ROUTES,
 ]
-
-
-def _template_engine_callback(engine: JinjaTemplateEngine) -> None:
-    engine.engine.globals.update(
-        version=__version__,
-        # Static URLs carry the version so browsers refetch after an upgrade.
-        asset=lambda path: f"/static/{path}?v={__version__}",
-    )
 
 
 def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -> None:
@@ -78,14 +74,26 @@ def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -
 def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
+    scheduler = create_scheduler([*housekeeping.JOBS], settings.timezone)
 
-    async def start_database() -> None:
+    def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
+        jinja.engine.globals.update(
+            version=__version__,
+            # Static URLs carry the version so browsers refetch after an upgrade.
+            asset=lambda path: f"/static/{path}?v={__version__}",
+        )
+        register_filters(jinja.engine, settings.timezone)
+
+    async def start_services() -> None:
         if settings.uses_postgres:
             await engine.start_connection_pool()
         await db.migrate()
         announce_admin(await bootstrap.ensure_admin(settings), settings)
+        scheduler.start()
 
-    async def stop_database() -> None:
+    async def stop_services() -> None:
+        if scheduler.running:
+            scheduler.shutdown(wait=False)
         if settings.uses_postgres:
             await engine.close_connection_pool()
 
@@ -102,6 +110,7 @@ def create_app(settings: Settings) -> Litestar:
         guards=[access_guard],
         middleware=[
             ops.RequestMetricsMiddleware(),
+            SecurityHeadersMiddleware(),
             AuthenticationMiddleware(idle=dt.timedelta(hours=settings.session_hours)),
         ],
         csrf_config=CSRFConfig(
@@ -112,7 +121,7 @@ def create_app(settings: Settings) -> Litestar:
             exclude=[f"^{API_PREFIX}"],
         ),
         template_config=TemplateConfig(
-            directory=templates_dir(), engine=JinjaTemplateEngine, engine_callback=_template_engine_callback
+            directory=templates_dir(), engine=JinjaTemplateEngine, engine_callback=template_engine_callback
         ),
         openapi_config=OpenAPIConfig(
             title="PeerMR Appliance API",
@@ -125,6 +134,6 @@ def create_app(settings: Settings) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,
         dependencies={"settings": Provide(lambda: settings, use_cache=True, sync_to_thread=False)},
         state=State({"settings": settings, "secrets": secrets}),
-        on_startup=[start_database],
-        on_shutdown=[stop_database],
+        on_startup=[start_services],
+        on_shutdown=[stop_services],
     )

@@ -12,6 +12,7 @@ import socket
 import tomllib
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 
@@ -119,5 +120,9 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"public_url must start with http:// or https://, got {settings.public_url!r}")
     if settings.database_url and not (settings.uses_postgres or settings.database_url.startswith("sqlite:")):
         raise ConfigError("database_url must be a postgresql:// URL (or empty for SQLite)")
+    try:
+        ZoneInfo(settings.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"timezone {settings.timezone!r} is not a known time zone (e.g. UTC, Europe/Paris)") from None
     if settings.session_hours < 1:
         raise ConfigError("session_hours must be at least 1")

@@ -92,8 +92,3 @@ async def resolve(key: str, kind: str, idle: dt.timedelta) -> Principal | None:
 
 async def end(key: str) -> None:
     await Session.delete().where(Session.key_hash == credentials.token_hash(key))
-
-
-async def purge_expired() -> int:
-    rows = await Session.delete().where(Session.expires_at <= now()).returning(Session.id)
-    return len(rows)

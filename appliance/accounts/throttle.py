@@ -29,7 +29,6 @@ class Throttled(Exception):
 async def check(email: str, client: str, max_failures: int, window: dt.timedelta) -> None:
     """Raise Throttled if this email or client has failed too often in the window."""
     since = now() - window
-    await LoginFailure.delete().where(LoginFailure.at < since)
     for column, value, limit in (
         (LoginFailure.email, email, max_failures),
         (LoginFailure.client, client, max_failures * CLIENT_FACTOR),

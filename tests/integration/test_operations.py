@@ -74,3 +74,12 @@ def test_static_files_and_vendored_htmx(appliance: Appliance):
     assert htmx.status_code == 200 and "htmx" in htmx.text
     assert client.get("/static/vendor/htmx/LICENSE").status_code == 200
     assert client.get("/static/../appliance/config.py").status_code == 404
+
+
+def test_security_headers_on_pages(appliance: Appliance):
+    response = appliance.client().get("/login")
+    csp = response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+    assert response.headers["x-frame-options"] == "DENY"
+    assert response.headers["referrer-policy"] == "same-origin"
+    assert response.headers["x-content-type-options"] == "nosniff"

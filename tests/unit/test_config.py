@@ -75,3 +75,8 @@ def test_secrets_are_created_once_with_owner_only_permissions(tmp_path):
 )
 def test_post_login_redirect_stays_on_site(target, expected):
     assert safe_next(target) == expected
+
+
+def test_unknown_time_zone_is_reported(tmp_path):
+    with pytest.raises(ConfigError, match="not a known time zone"):
+        load_settings({"data_dir": str(tmp_path)}, environ={"PEERMR_TIMEZONE": "Mars/Olympus"})
