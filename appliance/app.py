@@ -18,10 +18,10 @@ from litestar.template import TemplateConfig
 from appliance import __version__, db
 from appliance.accounts import (
     admin_routes,
-    housekeeping,
     api_routes,
     bootstrap,
     enrol_routes,
+    housekeeping,
     login_routes,
     token_routes,
 )
@@ -35,11 +35,11 @@ from appliance.accounts.auth import (
 from appliance.config import Settings
 from appliance.fleet import routes as fleet_routes
 from appliance.resources import static_dir, templates_dir
-from appliance.secret_keys import load_or_create_secrets
 from appliance.scheduler import create_scheduler
+from appliance.secret_keys import load_or_create_secrets
 from appliance.web import ops, pages
-from appliance.web.formatting import register_filters
 from appliance.web.errors import EXCEPTION_HANDLERS
+from appliance.web.formatting import register_filters
 from appliance.web.security_headers import SecurityHeadersMiddleware
 
 log = logging.getLogger(__name__)
