@@ -1,0 +1,6 @@
+"""Entry point of the one-file executable: the `peermr` command."""
+
+from appliance.cli import main
+
+if __name__ == "__main__":
+    main()

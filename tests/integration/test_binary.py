@@ -1,0 +1,180 @@
+"""The one-file executable: built with PyInstaller, it serves, migrates and finds its files."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from appliance import __version__
+from tests.support import free_port
+
+# The build runs on a cold cache in CI (2 cores): allow it well past the suite's default timeout.
+pytestmark = [pytest.mark.binary, pytest.mark.timeout(1200)]
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = ROOT / "dist" / "peermr"
+HEALTHY_TIMEOUT = 120
+
+
+@dataclass
+class Build:
+    path: Path
+    seconds: float
+
+    @property
+    def mib(self) -> float:
+        return self.path.stat().st_size / 2**20
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    data_dir: Path
+    url: str
+    stdout_path: Path
+    stderr_path: Path
+    seconds_to_healthy: float = 0.0
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+def _env() -> dict[str, str]:
+    """The caller's environment without PEERMR_* settings, so only the flags decide."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PEERMR_")}
+    env["PEERMR_TURN_PORT"] = str(free_port())
+    return env
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BINARY), *args], capture_output=True, text=True, env=_env(), timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def binary() -> Build:
+    if importlib.util.find_spec("PyInstaller") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "pyinstaller>=6.10"], check=True)
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHON": sys.executable}
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(ROOT / "packaging" / "build.sh")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1100
+    )
+    seconds = time.monotonic() - started
+    assert result.returncode == 0, f"build failed:\n{result.stdout[-5000:]}\n{result.stderr[-10000:]}"
+    assert BINARY.is_file() and os.access(BINARY, os.X_OK)
+    return Build(BINARY, seconds)
+
+
+@pytest.fixture(scope="module")
+def server(binary, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("binary")
+    data_dir = tmp / "data"
+    port = free_port()
+    stdout_path, stderr_path = tmp / "stdout.log", tmp / "stderr.log"
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [str(binary.path), "serve", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", str(port)],
+            env=_env(),
+            stdout=out,
+            stderr=err,
+        )
+    srv = Server(proc, data_dir, f"http://127.0.0.1:{port}", stdout_path, stderr_path)
+    try:
+        deadline = started + HEALTHY_TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the binary exited with {proc.returncode}:\n{srv.stdout()}\n{srv.stderr()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{srv.url}/healthz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"not healthy after {HEALTHY_TIMEOUT} s:\n{srv.stdout()}\n{srv.stderr()}")
+            time.sleep(0.1)
+        srv.seconds_to_healthy = time.monotonic() - started
+        yield srv
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_build_size_and_start_time(binary, server, capsys):
+    with capsys.disabled():
+        print(
+            f"\n[binary] dist/peermr: {binary.mib:.1f} MiB, built in {binary.seconds:.0f} s, "
+            f"healthy {server.seconds_to_healthy:.2f} s after start",
+            flush=True,
+        )
+
+
+def test_serves_health_login_and_static_files(server):
+    health = httpx.get(f"{server.url}/healthz")
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+
+    login = httpx.get(f"{server.url}/login")
+    assert login.status_code == 200 and login.headers["content-type"].startswith("text/html")
+    assert re.search(r'<input[^>]*type="password"', login.text)
+
+    css = httpx.get(f"{server.url}/static/css/app.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert css.content == (ROOT / "static" / "css" / "app.css").read_bytes()
+
+
+def test_migrations_ran_and_admin_login_printed(server):
+    expected = set()
+    for path in ROOT.glob("appliance/*/piccolo_migrations/*.py"):
+        source = path.read_text()
+        if match := re.search(r'^ID = "([^"]+)"', source, re.M):
+            expected.add((path.parent.parent.name, match.group(1)))
+    assert any(app == "accounts" for app, _ in expected)
+
+    with contextlib.closing(sqlite3.connect(server.data_dir / "peermr.sqlite3")) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        ran = set(db.execute("SELECT app_name, name FROM migration"))
+    assert "accounts_user" in tables
+    assert ran == expected
+
+    stdout = server.stdout()
+    assert "Admin account:" in stdout and "One-time password:" in stdout
+
+
+def test_version(binary):
+    result = _run("version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"peermr {__version__}"
+
+
+def test_migrate_on_a_fresh_data_dir(binary, tmp_path):
+    result = _run("migrate", "--data-dir", str(tmp_path / "fresh"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "fresh" / "peermr.sqlite3").is_file()
+
+
+def test_stops_on_sigterm_without_tracebacks(server):
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        returncode = server.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running 30 s after SIGTERM:\n{server.stderr()}")
+    stderr = server.stderr()
+    assert "Traceback" not in stderr, stderr
+    # Uvicorn shuts down gracefully, then re-raises the signal so the exit status reports it.
+    assert returncode in (0, -signal.SIGTERM), stderr
