@@ -16,7 +16,7 @@ $(BIN)/python:
 
 # Reinstall when the dependencies change.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[test,binary]"
 	touch $@
 
 run: $(VENV)/.installed
@@ -29,11 +29,14 @@ chromium:
 test: $(VENV)/.installed chromium
 	$(BIN)/pytest
 
+# The integration tests against a throwaway PostgreSQL cluster (installs Debian's postgresql if missing).
+test-postgres: $(VENV)/.installed
+	packaging/postgres-test.sh
+
 bench: $(VENV)/.installed chromium
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 binary: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e ".[test,binary]"
 	PATH="$(CURDIR)/$(BIN):$$PATH" packaging/build.sh
 
 # New migration for a domain after changing its tables: make migration APP=accounts
