@@ -9,7 +9,7 @@ import msgspec
 from piccolo.query.functions.aggregate import Count
 
 from appliance.accounts import credentials
-from appliance.accounts.passwords import check_strength, hash_password, verify_password
+from appliance.accounts.passwords import WeakPassword, check_strength, hash_password, verify_password
 from appliance.accounts.tables import Role, Session, User
 
 # Deliberately loose: one @, no spaces, a dot in the domain. Delivery is not our concern.
@@ -53,6 +53,13 @@ def check_role(role: str) -> str:
     return role
 
 
+def _require_strong(password: str) -> None:
+    try:
+        check_strength(password)
+    except WeakPassword as exc:
+        raise AccountError(str(exc)) from exc
+
+
 def _account(row: dict) -> Account:
     return Account(
         id=row["id"],
@@ -76,10 +83,7 @@ async def create_user(email: str, role: str, password: str | None = None) -> tup
     if password is None:
         password = generated = credentials.new_password()
     else:
-        try:
-            check_strength(password)
-        except ValueError as exc:
-            raise AccountError(str(exc)) from exc
+        _require_strong(password)
     pw_hash = await hash_password(password)
     async with User._meta.db.transaction():
         if await User.exists().where(User.email == email):
@@ -166,10 +170,7 @@ async def change_password(user_id: int, current: str, new: str, keep_session_has
         raise AccountError("The current password is not right.")
     if new == current:
         raise AccountError("Choose a password different from the current one.")
-    try:
-        check_strength(new)
-    except ValueError as exc:
-        raise AccountError(str(exc)) from exc
+    _require_strong(new)
     pw_hash = await hash_password(new)
     async with User._meta.db.transaction():
         await User.update({User.password_hash: pw_hash, User.must_change_password: False}).where(User.id == user_id)
