@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import os
 import re
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -26,14 +31,79 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def postgres_database_url() -> str | None:
-    """A fresh PostgreSQL database when the suite runs against PostgreSQL (make test-postgres)."""
+def running_on_postgres() -> bool:
+    """True when the suite runs against PostgreSQL (make test-postgres), not SQLite."""
+    return bool(os.environ.get("PEERMR_TEST_POSTGRES_URL"))
+
+
+# Data directory -> its PostgreSQL database: one store per data directory, as under SQLite.
+_databases: dict[Path, str] = {}
+
+
+def postgres_database_url(data_dir: Path | str | None = None) -> str | None:
+    """A fresh PostgreSQL database when the suite runs against PostgreSQL (make test-postgres).
+
+    ``PEERMR_TEST_POSTGRES_URL`` names a role with CREATEDB; each database created here is
+    reached with the same credentials. With ``data_dir``, every call naming that directory gets
+    the same database, so an appliance and the CLI commands run on its data directory share a
+    store the way they share the SQLite file. None under SQLite.
+    """
     base = os.environ.get("PEERMR_TEST_POSTGRES_URL")
     if not base:
         return None
+    key = Path(data_dir).resolve() if data_dir is not None else None
+    if key is not None and key in _databases:
+        return _databases[key]
     name = f"peermr_test_{uuid.uuid4().hex[:12]}"
-    subprocess.run(["psql", base, "-q", "-c", f"CREATE DATABASE {name}"], check=True)
-    return base.rsplit("/", 1)[0] + "/" + name
+    result = subprocess.run(
+        ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", base, "-c", f'CREATE DATABASE "{name}"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"could not create test database {name} with psql: {result.stderr.strip()}")
+    # Only the database name changes: user, password, host, port and any ?sslmode=... are kept.
+    url = urllib.parse.urlsplit(base)._replace(path="/" + name).geturl()
+    if key is not None:
+        _databases[key] = url
+    return url
+
+
+def query(data_dir: Path | str, sql: str, database_url: str | None = None) -> list[tuple]:
+    """The rows of ``sql`` run against the store of the appliance on ``data_dir``.
+
+    The SQLite file in the data directory, or under PostgreSQL ``database_url`` (default: the
+    database :func:`postgres_database_url` gave that data directory).
+    """
+    if database_url and not database_url.startswith(("postgres://", "postgresql://")):
+        database_url = None
+    if database_url is None and running_on_postgres():
+        database_url = _databases.get(Path(data_dir).resolve())
+        if database_url is None:
+            raise LookupError(f"no PostgreSQL database was created for {data_dir}")
+    if database_url:
+        return _postgres_rows(database_url, sql)
+    path = Path(data_dir) / "peermr.sqlite3"
+    if not path.is_file():  # sqlite3.connect would create an empty one
+        raise FileNotFoundError(path)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return db.execute(sql).fetchall()
+
+
+def _postgres_rows(database_url: str, sql: str) -> list[tuple]:
+    import asyncpg
+
+    async def fetch() -> list[tuple]:
+        connection = await asyncpg.connect(database_url)
+        try:
+            return [tuple(row) for row in await connection.fetch(sql)]
+        finally:
+            await connection.close()
+
+    # A thread of its own, so this works whether or not the caller runs in an event loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, fetch()).result()
 
 
 class Appliance:
@@ -50,7 +120,7 @@ class Appliance:
             "PEERMR_TURN_PORT": str(free_port()),
             **(env or {}),
         }
-        if "PEERMR_DATABASE_URL" not in self.env and (url := postgres_database_url()):
+        if "PEERMR_DATABASE_URL" not in self.env and (url := postgres_database_url(data_dir)):
             self.env["PEERMR_DATABASE_URL"] = url
         self.proc: subprocess.Popen | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-serve.log"
@@ -113,8 +183,16 @@ class Appliance:
     def client(self) -> Client:
         return Client(self.url)
 
+    def query(self, sql: str) -> list[tuple]:
+        """The rows of ``sql`` run against this appliance's store (SQLite file or PostgreSQL)."""
+        return query(self.data_dir, sql, self.env.get("PEERMR_DATABASE_URL"))
+
 
 def run_cli(*args: str, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    # Under PostgreSQL a command on a data directory uses that directory's database.
+    if env is None and "--data-dir" in args[:-1]:
+        if url := postgres_database_url(args[args.index("--data-dir") + 1]):
+            env = {**os.environ, "PEERMR_DATABASE_URL": url}
     return subprocess.run(
         [sys.executable, "-m", "appliance", *args], input=input, capture_output=True, text=True, env=env, timeout=120
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from appliance import __version__
-from tests.support import run_cli
+from tests.support import query, run_cli, running_on_postgres
 
 
 def test_version():
@@ -17,7 +17,9 @@ def test_migrate_creates_the_store_and_is_idempotent(tmp_path):
     assert first.returncode == 0 and "Applied" in first.stdout
     second = run_cli("migrate", "--data-dir", data)
     assert second.returncode == 0 and "up to date" in second.stdout
-    assert (tmp_path / "data" / "peermr.sqlite3").is_file()
+    if not running_on_postgres():
+        assert (tmp_path / "data" / "peermr.sqlite3").is_file()
+    assert query(tmp_path / "data", "select count(*) from accounts_user") == [(0,)]
 
 
 def test_user_add_and_token_create(tmp_path):

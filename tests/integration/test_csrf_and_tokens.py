@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 
 from tests.support import ADMIN_EMAIL, Appliance, Client
 
@@ -34,13 +33,11 @@ def test_api_token_lifecycle(appliance: Appliance, admin: Client):
     listing = admin.get("/ui/tokens").text
     assert token not in listing and token[:12] in listing
     # Stored as a hash, never in the clear.
-    db = sqlite3.connect(appliance.data_dir / "peermr.sqlite3")
-    stored = [row[0] for row in db.execute("select token_hash from accounts_api_token")]
+    stored = [row[0] for row in appliance.query("select token_hash from accounts_api_token")]
     assert hashlib.sha256(token.encode()).hexdigest() in stored
     assert not any(token in value for value in stored)
-    hashes = [row[0] for row in db.execute("select password_hash from accounts_user")]
-    assert all(h.startswith("$argon2id$") for h in hashes)
-    db.close()
+    hashes = [row[0] for row in appliance.query("select password_hash from accounts_user")]
+    assert hashes and all(h.startswith("$argon2id$") for h in hashes)
 
     api = Client(appliance.url)
     me = api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})

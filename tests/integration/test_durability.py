@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client
+import pytest
+
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client, running_on_postgres
 
 
 def test_account_created_right_before_sigkill_survives(tmp_path):
@@ -31,6 +33,9 @@ def test_account_created_right_before_sigkill_survives(tmp_path):
         server.stop()
 
 
+@pytest.mark.skipif(
+    running_on_postgres(), reason="WAL mode is a property of the SQLite store; this run uses PostgreSQL"
+)
 def test_sqlite_runs_in_wal_mode(tmp_path):
     import sqlite3
 

@@ -10,7 +10,7 @@ from litestar.testing import TestClient
 from appliance.accounts.auth import PUBLIC, access
 from appliance.app import create_app
 from appliance.config import load_settings
-from tests.support import Appliance, Client
+from tests.support import Appliance, Client, postgres_database_url
 
 
 def test_healthz_and_metrics(appliance: Appliance):
@@ -45,7 +45,8 @@ def test_500_page_hides_the_details(tmp_path):
     async def boom() -> str:
         raise RuntimeError("secret internal detail")
 
-    app = create_app(load_settings({"data_dir": str(tmp_path / "data")}))
+    data = tmp_path / "data"
+    app = create_app(load_settings({"data_dir": str(data), "database_url": postgres_database_url(data)}))
     app.register(boom)
     with TestClient(app, raise_server_exceptions=False) as client:
         response = client.get("/boom")
@@ -59,7 +60,8 @@ def test_unannotated_route_fails_closed(tmp_path):
     async def forgotten() -> str:
         return "should not be served"
 
-    app = create_app(load_settings({"data_dir": str(tmp_path / "data")}))
+    data = tmp_path / "data"
+    app = create_app(load_settings({"data_dir": str(data), "database_url": postgres_database_url(data)}))
     app.register(forgotten)
     with TestClient(app) as client:
         response = client.get("/forgotten")
