@@ -123,10 +123,13 @@ async def count_admins() -> int:
 
 
 async def _ensure_other_admin_remains(user_id: int) -> None:
-    others = await User.count().where(
-        (User.role == Role.admin.value) & (User.active == True) & (User.id != user_id)  # noqa: E712
-    )
-    if others == 0:
+    """Call inside a transaction that then demotes or disables ``user_id``."""
+    admins = User.select(User.id).where((User.role == Role.admin.value) & (User.active == True))  # noqa: E712
+    if User._meta.db.engine_type == "postgres":
+        # Two admins demoting each other at once must not both succeed. SQLite's
+        # IMMEDIATE transactions already serialise this; PostgreSQL needs the row locks.
+        admins = admins.lock_rows()
+    if not [row for row in await admins if row["id"] != user_id]:
         raise AccountError("This is the last active admin; make another admin first.")
 
 

@@ -11,7 +11,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running while it is open,
+# which would stop asyncio tests collected after the e2e modules.
+@pytest.fixture(scope="module")
 def chromium():
     """Debian's Chromium, headless, driven by Playwright."""
     with sync_playwright() as p:
