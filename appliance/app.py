@@ -37,6 +37,8 @@ from appliance.fleet import routes as fleet_routes
 from appliance.resources import static_dir, templates_dir
 from appliance.scheduler import create_scheduler
 from appliance.secret_keys import load_or_create_secrets
+from appliance.turn import routes as turn_routes
+from appliance.turn.service import TurnService
 from appliance.web import ops, pages
 from appliance.web.errors import EXCEPTION_HANDLERS
 from appliance.web.formatting import register_filters
@@ -53,6 +55,7 @@ ROUTE_HANDLERS = [
     *admin_routes.ROUTES,
     *enrol_routes.ROUTES,
     *fleet_routes.ROUTES,
+    *turn_routes.ROUTES,
 ]
 
 
@@ -75,6 +78,7 @@ def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
     scheduler = create_scheduler([*housekeeping.JOBS], settings.timezone)
+    turn = TurnService(settings, secrets.turn_secret)
 
     def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
         jinja.engine.globals.update(
@@ -89,11 +93,13 @@ def create_app(settings: Settings) -> Litestar:
             await engine.start_connection_pool()
         await db.migrate()
         announce_admin(await bootstrap.ensure_admin(settings), settings)
+        await turn.start()
         scheduler.start()
 
     async def stop_services() -> None:
         if scheduler.running:
             scheduler.shutdown(wait=False)
+        await turn.stop()
         if settings.uses_postgres:
             await engine.close_connection_pool()
 
@@ -133,7 +139,7 @@ def create_app(settings: Settings) -> Litestar:
         ),
         exception_handlers=EXCEPTION_HANDLERS,
         dependencies={"settings": Provide(lambda: settings, use_cache=True, sync_to_thread=False)},
-        state=State({"settings": settings, "secrets": secrets}),
+        state=State({"settings": settings, "secrets": secrets, "turn": turn}),
         on_startup=[start_services],
         on_shutdown=[stop_services],
     )

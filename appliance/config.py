@@ -7,6 +7,7 @@ working default so a first start needs no configuration at all.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import tomllib
@@ -38,6 +39,21 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     admin_email: str = ""
     admin_password: str = ""
     turn_secret: str = ""
+    turn_realm: str = "peermr"
+    # Relay ports handed to allocations (RFC 8656 recommends the dynamic range).
+    turn_min_port: int = 49152
+    turn_max_port: int = 65535
+    # Comma-separated CIDRs: peers always allowed (even loopback), and peers always refused.
+    turn_allowed_peers: str = ""
+    turn_denied_peers: str = ""
+    turn_max_allocations: int = 10_000
+    turn_max_allocations_per_account: int = 1_000
+    # Relayed bytes per second per allocation, each direction; 0 means no cap.
+    turn_bandwidth_per_allocation: int = 12_500_000
+    # How long a TURN nonce stays valid before the client must take a fresh one (438 Stale Nonce).
+    turn_nonce_seconds: int = 600
+    # Lifetime of the credentials handed to browsers.
+    turn_credential_ttl_seconds: int = 24 * 3600
     stripe_api_key: str = ""
     stripe_api_base: str = ""
     timezone: str = "UTC"
@@ -73,6 +89,17 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def secure_cookies(self) -> bool:
         return self.base_url.startswith("https://")
+
+
+def parse_cidrs(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """Comma- or whitespace-separated CIDRs (a bare address means just that address)."""
+    networks = []
+    for item in text.replace(",", " ").split():
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ValueError(f"{item!r} is not an IP address or CIDR") from None
+    return networks
 
 
 FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
@@ -120,6 +147,13 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"public_url must start with http:// or https://, got {settings.public_url!r}")
     if settings.database_url and not (settings.uses_postgres or settings.database_url.startswith("sqlite:")):
         raise ConfigError("database_url must be a postgresql:// URL (or empty for SQLite)")
+    if not 1024 <= settings.turn_min_port <= settings.turn_max_port <= 65535:
+        raise ConfigError("turn_min_port and turn_max_port must satisfy 1024 <= min <= max <= 65535")
+    for name in ("turn_allowed_peers", "turn_denied_peers"):
+        try:
+            parse_cidrs(getattr(settings, name))
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
     try:
         ZoneInfo(settings.timezone)
     except (ZoneInfoNotFoundError, ValueError):

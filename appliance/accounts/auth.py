@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 SESSION_COOKIE = "peermr_session"
 WORKER_COOKIE = "peermr_worker"
 API_PREFIX = "/api/"
-WORKER_PATHS = ("/worker", "/ws/worker")
+WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker")
 
 PUBLIC = "public"
 WORKER_BROWSER = "worker-browser"  # an enrolled worker browser or any signed-in user

@@ -20,3 +20,26 @@ def register_filters(env: Environment, timezone: str) -> None:
         return value.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
 
     env.filters["when"] = when
+    env.filters["bytes"] = human_bytes
+    env.filters["duration"] = human_duration
+
+
+def human_bytes(value: int) -> str:
+    """1023 B, 1.5 KiB, 12.0 MiB, ..."""
+    if value < 1024:
+        return f"{value} B"
+    size = float(value)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1024:.1f} TiB"
+
+
+def human_duration(seconds: int) -> str:
+    """45 s, 12 min, 3 h 05 min."""
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"

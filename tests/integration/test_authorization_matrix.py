@@ -99,6 +99,11 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(200)),
     ("POST", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(303)),
     ("GET", "/worker"): ("/worker", {}, {**SIGNED_IN, "enrolled": 200}),
+    ("GET", "/worker/ice-servers"): ("/worker/ice-servers", {}, {**SIGNED_IN, "enrolled": 200}),
+    ("GET", "/ui/admin/turn"): ("/ui/admin/turn", {}, ADMINS),
+    ("GET", "/ui/admin/turn/live"): ("/ui/admin/turn/live", {}, ADMINS),
+    ("GET", "/ui/admin/settings"): ("/ui/admin/settings", {}, ADMINS),
+    ("POST", "/ui/admin/settings"): ("/ui/admin/settings", {"allowed": "", "denied": ""}, only_admin(303)),
 }
 
 

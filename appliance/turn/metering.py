@@ -1,0 +1,147 @@
+"""Relayed bytes into the database (at least once a minute, and when an allocation ends) and /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from piccolo.query.functions.aggregate import Sum
+from prometheus_client import Counter, Gauge
+
+from appliance.turn.allocation import Allocation
+from appliance.turn.tables import RelayUsage
+
+log = logging.getLogger(__name__)
+
+FLUSH_INTERVAL = 30.0
+RELAYED = Counter("peermr_turn_relayed_bytes_total", "Payload bytes relayed by TURN", ["direction"])
+ALLOCATIONS = Gauge("peermr_turn_allocations", "Live TURN allocations")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _address(five_tuple_part: tuple[str, int] | None, protocol: str = "") -> str:
+    if five_tuple_part is None:
+        return ""
+    host, port = five_tuple_part
+    host = f"[{host}]" if ":" in host else host
+    return f"{protocol + ' ' if protocol else ''}{host}:{port}"
+
+
+class Meter:
+    """Moves byte counts from live allocations into RelayUsage rows."""
+
+    def __init__(self, allocations: Callable[[], Iterable[Allocation]]):
+        self._allocations = allocations
+        self._ended: list[Allocation] = []
+        self._task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()
+
+    def allocation_ended(self, allocation: Allocation) -> None:
+        self._ended.append(allocation)
+        asyncio.get_running_loop().create_task(self.flush())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            try:
+                await self.flush()
+            except Exception:  # the database may be briefly unavailable: keep the counts, retry next time
+                log.exception("could not record TURN usage; will retry")
+
+    async def flush(self) -> None:
+        async with self._lock:
+            ended, self._ended = self._ended, []
+            live = list(self._allocations())
+            ALLOCATIONS.set(len(live))
+            try:
+                for allocation in [*live, *ended]:
+                    await self._record(allocation, ended=allocation in ended)
+            except Exception:
+                self._ended = ended + self._ended
+                raise
+
+    async def _record(self, allocation: Allocation, ended: bool) -> None:
+        to_peer = allocation.bytes_to_peer - allocation.metered_to_peer
+        from_peer = allocation.bytes_from_peer - allocation.metered_from_peer
+        if allocation.recorded and not (to_peer or from_peer or ended):
+            return
+        now = _now()
+        values = {
+            RelayUsage.bytes_to_peer: allocation.bytes_to_peer,
+            RelayUsage.bytes_from_peer: allocation.bytes_from_peer,
+            RelayUsage.updated_at: now,
+        }
+        if ended:
+            values[RelayUsage.ended_at] = now
+        updated = (
+            await RelayUsage.update(values).where(RelayUsage.allocation_id == allocation.id).returning(RelayUsage.id)
+        )
+        if not updated:
+            await RelayUsage.insert(
+                RelayUsage(
+                    allocation_id=allocation.id,
+                    account=allocation.identity.account,
+                    run=allocation.identity.run,
+                    client=_address(allocation.five_tuple.client, allocation.five_tuple.protocol),
+                    relay=_address(allocation.relay_address),
+                    started_at=dt.datetime.fromtimestamp(allocation.started, dt.UTC),
+                    updated_at=now,
+                    ended_at=now if ended else None,
+                    bytes_to_peer=allocation.bytes_to_peer,
+                    bytes_from_peer=allocation.bytes_from_peer,
+                )
+            )
+        RELAYED.labels("to_peer").inc(to_peer)
+        RELAYED.labels("from_peer").inc(from_peer)
+        allocation.metered_to_peer += to_peer
+        allocation.metered_from_peer += from_peer
+        allocation.recorded = True
+
+
+async def totals_since(since: dt.datetime) -> dict[str, tuple[int, int]]:
+    """Bytes (to peers, from peers) per account in allocations active since ``since``."""
+    rows = await (
+        RelayUsage.select(
+            RelayUsage.account,
+            Sum(RelayUsage.bytes_to_peer).as_alias("to_peer"),
+            Sum(RelayUsage.bytes_from_peer).as_alias("from_peer"),
+        )
+        .where(RelayUsage.updated_at >= since)
+        .group_by(RelayUsage.account)
+    )
+    return {r["account"]: (int(r["to_peer"] or 0), int(r["from_peer"] or 0)) for r in rows}
+
+
+def live_rows(allocations: Iterable[Allocation]) -> list[dict]:
+    now = time.time()
+    return [
+        {
+            "account": a.identity.account,
+            "run": a.identity.run,
+            "client": _address(a.five_tuple.client, a.five_tuple.protocol),
+            "relay": _address(a.relay_address),
+            "to_peer": a.bytes_to_peer,
+            "from_peer": a.bytes_from_peer,
+            "age": int(now - a.started),
+            "permissions": len(a.permissions),
+            "channels": len(a.channels),
+        }
+        for a in allocations
+    ]
