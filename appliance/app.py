@@ -33,7 +33,9 @@ from appliance.accounts.auth import (
     access_guard,
 )
 from appliance.config import Settings
+from appliance.fleet import connection as fleet_connection
 from appliance.fleet import routes as fleet_routes
+from appliance.fleet.registry import Fleet
 from appliance.resources import static_dir, templates_dir
 from appliance.scheduler import create_scheduler
 from appliance.secret_keys import load_or_create_secrets
@@ -55,6 +57,7 @@ ROUTE_HANDLERS = [
     *admin_routes.ROUTES,
     *enrol_routes.ROUTES,
     *fleet_routes.ROUTES,
+    *fleet_connection.ROUTES,
     *turn_routes.ROUTES,
 ]
 
@@ -139,7 +142,7 @@ def create_app(settings: Settings) -> Litestar:
         ),
         exception_handlers=EXCEPTION_HANDLERS,
         dependencies={"settings": Provide(lambda: settings, use_cache=True, sync_to_thread=False)},
-        state=State({"settings": settings, "secrets": secrets, "turn": turn}),
+        state=State({"settings": settings, "secrets": secrets, "turn": turn, "fleet": Fleet()}),
         on_startup=[start_services],
         on_shutdown=[stop_services],
     )

@@ -38,17 +38,6 @@ SECTIONS = (
         ),
     ),
     Section(
-        "workers",
-        "Workers",
-        USER,
-        "The browsers working for this appliance, live.",
-        (
-            "Each worker's account, browser, cores, memory, GPU adapter, visibility, connectivity and round-trip time.",
-            "What each is doing (idle, busy, paused) and how much PMRFS data it holds.",
-            "Coordinators see their own browsers; admins see the whole fleet and can disconnect a worker.",
-        ),
-    ),
-    Section(
         "storage",
         "Storage",
         COORDINATOR,

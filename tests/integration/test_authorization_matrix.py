@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from litestar.routes import HTTPRoute
+from litestar.routes import HTTPRoute, WebSocketRoute
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from appliance.app import create_app
 from appliance.config import load_settings
@@ -55,6 +57,14 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/ui/storage"): ("/ui/storage", {}, COORDINATORS),
     ("GET", "/ui/billing"): ("/ui/billing", {}, COORDINATORS),
     ("GET", "/ui/workers"): ("/ui/workers", {}, SIGNED_IN),
+    ("GET", "/ui/workers/live"): ("/ui/workers/live", {}, SIGNED_IN),
+    ("POST", "/ui/workers/{worker_id:str}/disconnect"): ("/ui/workers/no-such-worker/disconnect", {}, only_admin(303)),
+    # WebSocket routes: 101 when the handshake is accepted, 403 when refused.
+    ("WS", "/ws/worker"): (
+        "/ws/worker",
+        {},
+        {**SIGNED_IN, "anon": 403, "enrolled": 101, "worker": 101, "coordinator": 101, "admin": 101},
+    ),
     ("GET", "/ui/payments"): ("/ui/payments", {}, SIGNED_IN),
     ("GET", "/ui/account/password"): ("/ui/account/password", {}, SIGNED_IN),
     # An empty form is refused with 400 by the page itself, after authorization passed.
@@ -109,7 +119,7 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
 
 def app_routes(tmp_path) -> set[tuple[str, str]]:
     app = create_app(load_settings({"data_dir": str(tmp_path / "routes")}))
-    return {
+    http = {
         (method, route.path)
         for route in app.routes
         if isinstance(route, HTTPRoute)
@@ -117,6 +127,7 @@ def app_routes(tmp_path) -> set[tuple[str, str]]:
         for method in handler.http_methods
         if method not in AUTOMATIC_METHODS
     }
+    return http | {("WS", route.path) for route in app.routes if isinstance(route, WebSocketRoute)}
 
 
 def test_matrix_covers_every_route(tmp_path):
@@ -175,6 +186,7 @@ def callers(appliance):
         client.close()
 
 
+OWN_CREDENTIAL_CHANGES = {("POST", "/logout"), ("POST", "/enrol/{token:str}")}
 CASES = sorted((method, route, caller) for (method, route) in MATRIX for caller in CALLERS)
 
 
@@ -184,10 +196,12 @@ def test_route_authorization(appliance, callers, method, route, caller):
     path_template, data, expected = MATRIX[(method, route)]
     path = path_template.format(**values)
     client = clients[caller]
-    if route == "/logout" and caller != "anon":
-        # Signing out must not end the session the other cases use.
+    if (method, route) in OWN_CREDENTIAL_CHANGES:
+        # Signing out or enrolling changes the caller's own cookies: use a fresh caller of the same kind.
         client = Client(appliance.url)
-        if caller == "enrolled":
+        if caller == "anon":
+            pass
+        elif caller == "enrolled":
             client.form(f"/enrol/{values['link_token']}")
         else:
             email = ADMIN_EMAIL if caller == "admin" else f"{caller}@example.com"
@@ -195,6 +209,9 @@ def test_route_authorization(appliance, callers, method, route, caller):
     headers = {}
     if path.startswith("/api/") and caller in tokens:
         headers["Authorization"] = f"Bearer {tokens[caller]}"
+    if method == "WS":
+        assert websocket_status(appliance.url + path, client) == expected[caller], f"WS {path} as {caller}"
+        return
     if method == "GET":
         response = client.get(path, headers=headers)
     else:
@@ -205,3 +222,16 @@ def test_route_authorization(appliance, callers, method, route, caller):
     if response.status_code == 303 and caller in ("anon", "enrolled") and expected is not everyone(303):
         location = response.headers["location"]
         assert location.startswith("/login") or route in ("/", "/logout", "/enrol/{token:str}", "/login"), location
+
+
+def websocket_status(url: str, client: Client) -> int:
+    """101 if the WebSocket handshake (with the client's cookies, from our own origin) is accepted, else the status."""
+    cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+    origin = url.split("/ws/")[0]
+    try:
+        with connect(
+            url.replace("http", "ws", 1), additional_headers={"Cookie": cookie}, origin=origin, open_timeout=10
+        ):
+            return 101
+    except InvalidStatus as exc:
+        return exc.response.status_code

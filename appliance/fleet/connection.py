@@ -1,0 +1,186 @@
+"""`/ws/worker`: one browser tab's connection, from hello to goodbye.
+
+A misbehaving browser only ever harms its own connection: a message that does
+not decode gets an error reply, an oversized one or too many bad ones close
+the socket, and a worker that stops answering pings is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from urllib.parse import urlsplit
+
+import msgspec
+from litestar import WebSocket, websocket
+from litestar.exceptions import WebSocketDisconnect
+
+from appliance.accounts.auth import WORKER_BROWSER, access, client_address
+from appliance.fleet import protocol as p
+from appliance.fleet.registry import Fleet, Worker
+
+log = logging.getLogger(__name__)
+
+PING_SECONDS = 15
+# Without a pong for this long the worker is considered gone.
+SILENCE_LIMIT = 3 * PING_SECONDS
+MAX_ERRORS = 10
+HELLO_TIMEOUT = 30
+
+CLOSE_POLICY = 1008
+CLOSE_TOO_BIG = 1009
+CLOSE_GONE = 4000  # sent away by an admin
+CLOSE_DUPLICATE = 4001
+CLOSE_SILENT = 4002
+
+
+def _same_origin(socket: WebSocket) -> bool:
+    """Browsers always send Origin on WebSockets; refuse pages of other sites riding on our cookies."""
+    origin = socket.headers.get("origin")
+    if origin is None:
+        return True  # not a browser (the command-line worker runner drives a browser, so it sends one)
+    host = socket.headers.get("host", "")
+    return urlsplit(origin).netloc == host
+
+
+class Session:
+    def __init__(self, socket: WebSocket, fleet: Fleet, ice_servers):
+        self.socket = socket
+        self.fleet = fleet
+        self.ice_servers = ice_servers
+        self.principal = socket.user
+        self.worker: Worker | None = None
+        self.errors = 0
+        self.ping_id = 0
+        self.ping_sent: dict[int, float] = {}
+        self.lock = asyncio.Lock()
+
+    async def send(self, message: object) -> None:
+        async with self.lock:
+            await self.socket.send_data(p.encoder.encode(message).decode(), mode="text")
+
+    async def close(self, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.socket.close(code=code, reason=reason[:120])
+
+    async def refuse(self, code: str, message: str, reply_to: int | None = None) -> None:
+        self.errors += 1
+        await self.send(p.Error(code=code, message=message, reply_to=reply_to))
+        if self.errors >= MAX_ERRORS:
+            await self.close(CLOSE_POLICY, "too many malformed messages")
+            raise WebSocketDisconnect(detail="too many errors")
+
+    async def run(self) -> None:
+        pinger = asyncio.create_task(self._ping_forever())
+        try:
+            while True:
+                timeout = HELLO_TIMEOUT if self.worker is None else None
+                event = await asyncio.wait_for(self.socket.receive(), timeout)
+                if event["type"] == "websocket.disconnect":
+                    return
+                raw = event.get("text")
+                if raw is None:
+                    await self.refuse("malformed", "this protocol uses JSON text frames")
+                    continue
+                if len(raw) > p.MAX_MESSAGE_BYTES:
+                    await self.send(
+                        p.Error(code="too-large", message=f"messages are limited to {p.MAX_MESSAGE_BYTES} bytes")
+                    )
+                    await self.close(CLOSE_TOO_BIG, "message too large")
+                    return
+                try:
+                    message = p.incoming_decoder.decode(raw)
+                except msgspec.DecodeError as exc:
+                    await self.refuse("malformed", f"not a valid message: {exc}")
+                    continue
+                await self.handle(message)
+        except (TimeoutError, WebSocketDisconnect):
+            pass
+        finally:
+            pinger.cancel()
+            if self.worker is not None:
+                self.fleet.remove(self.worker)
+                log.info("worker %s of %s left", self.worker.worker_id, self.worker.account_email)
+
+    async def handle(self, message: p.Incoming) -> None:
+        if isinstance(message, p.Hello):
+            await self.hello(message)
+            return
+        if self.worker is None:
+            await self.refuse("not-ready", "send hello first", getattr(message, "id", None))
+            return
+        self.worker.last_seen = time.monotonic()
+        if isinstance(message, p.Pong):
+            sent = self.ping_sent.pop(message.id, None)
+            if sent is not None:
+                self.worker.rtt_ms = (time.monotonic() - sent) * 1000
+        elif isinstance(message, p.Visibility):
+            self.worker.capabilities.visibility = message.state
+        elif isinstance(message, p.Pause | p.Resume):
+            self.worker.paused = isinstance(message, p.Pause)
+            await self.send(p.State(state=self.worker.state, reply_to=message.id))
+
+    async def hello(self, message: p.Hello) -> None:
+        if self.worker is not None:
+            await self.refuse("already-hello", "this connection has already said hello", message.id)
+            return
+        worker = Worker(
+            worker_id=message.worker_id,
+            account_id=self.principal.user_id,
+            account_email=self.principal.email,
+            capabilities=message.capabilities,
+            client=client_address(self.socket),
+            send=self.send,
+            close=self.close,
+            blobs=len(message.blobs),
+        )
+        if not self.fleet.add(worker):
+            await self.send(
+                p.Error(code="duplicate-worker", message="another tab uses this worker id", reply_to=message.id)
+            )
+            await self.close(CLOSE_DUPLICATE, "duplicate worker id")
+            raise WebSocketDisconnect(detail="duplicate")
+        self.worker = worker
+        log.info("worker %s of %s joined from %s", worker.worker_id, worker.account_email, worker.client)
+        await self.send(
+            p.Welcome(
+                reply_to=message.id,
+                worker_id=worker.worker_id,
+                account=worker.account_email,
+                ping_seconds=PING_SECONDS,
+                ice_servers=self.ice_servers(self.principal.user_id),
+            )
+        )
+
+    async def _ping_forever(self) -> None:
+        while True:
+            await asyncio.sleep(PING_SECONDS)
+            if self.worker is None:
+                continue
+            if time.monotonic() - self.worker.last_seen > SILENCE_LIMIT:
+                await self.close(CLOSE_SILENT, "no answer to pings")
+                return
+            self.ping_id += 1
+            self.ping_sent = {k: v for k, v in self.ping_sent.items() if k > self.ping_id - 4}
+            self.ping_sent[self.ping_id] = time.monotonic()
+            with contextlib.suppress(Exception):
+                await self.send(p.Ping(id=self.ping_id))
+
+
+@websocket("/ws/worker", opt=access(WORKER_BROWSER))
+async def worker_socket(socket: WebSocket) -> None:
+    if not _same_origin(socket):
+        await socket.close(code=CLOSE_POLICY, reason="cross-site connection refused")
+        return
+    await socket.accept()
+    turn = socket.app.state.turn
+
+    def ice_servers(account_id: int) -> list[dict]:
+        return [{k: v for k, v in s._asdict().items() if v is not None} for s in turn.ice_servers(account_id)]
+
+    await Session(socket, socket.app.state.fleet, ice_servers).run()
+
+
+ROUTES = [worker_socket]

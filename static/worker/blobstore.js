@@ -1,0 +1,52 @@
+// PMRFS datanode storage: blobs kept in IndexedDB, one database per tab (worker id),
+// so several tabs of one browser never share or corrupt each other's store.
+
+const STORE = 'blobs';
+
+function request(req) {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+export class BlobStore {
+  constructor(workerId) {
+    this.name = `peermr-blobs-${workerId}`;
+    this.db = null;
+  }
+
+  async open() {
+    const req = indexedDB.open(this.name, 1);
+    req.onupgradeneeded = () => req.result.createObjectStore(STORE);
+    this.db = await request(req);
+    return this;
+  }
+
+  async transaction(mode, fn) {
+    const tx = this.db.transaction(STORE, mode);
+    const result = await fn(tx.objectStore(STORE));
+    await new Promise((resolve, reject) => {
+      tx.oncomplete = resolve;
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+    return result;
+  }
+
+  put(sha256, bytes) { return this.transaction('readwrite', s => request(s.put(bytes, sha256))); }
+  get(sha256) { return this.transaction('readonly', s => request(s.get(sha256))); }
+  delete(sha256) { return this.transaction('readwrite', s => request(s.delete(sha256))); }
+  keys() { return this.transaction('readonly', s => request(s.getAllKeys())); }
+
+  async usage() {
+    const values = await this.transaction('readonly', s => request(s.getAll()));
+    return {blobs: values.length, bytes: values.reduce((n, v) => n + v.byteLength, 0)};
+  }
+
+  async clear() {
+    this.db.close();
+    await request(indexedDB.deleteDatabase(this.name));
+    return this.open();
+  }
+}

@@ -1,0 +1,158 @@
+// The worker runtime: keeps this tab connected to the appliance as a worker.
+// Protocol: docs/protocol.md ("Worker WebSocket").
+import {BlobStore} from './blobstore.js';
+
+const ID_KEY = 'peermr-worker-id';
+const $ = id => document.getElementById(id);
+
+function newWorkerId() {
+  const id = crypto.randomUUID();
+  sessionStorage.setItem(ID_KEY, id);
+  return id;
+}
+
+// sessionStorage is per tab (a duplicated tab copies it; the appliance then says
+// duplicate-worker and this tab takes a new id).
+let workerId = sessionStorage.getItem(ID_KEY) || newWorkerId();
+let store = null;
+let socket = null;
+let nextId = 1;
+let attempts = 0;
+let mayReconnect = true;
+let paused = false;
+
+const state = window.peermrWorker = {connected: false, workerId, account: null, state: null, error: null};
+
+function show(connection, cls) {
+  $('connection').textContent = connection;
+  $('connection').className = cls;
+}
+
+function formatBytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+async function refreshStored() {
+  const {blobs, bytes} = await store.usage();
+  $('stored').textContent = `${blobs} blob${blobs === 1 ? '' : 's'}, ${formatBytes(bytes)}`;
+}
+
+async function gpuCapabilities() {
+  if (!navigator.gpu) return null;
+  try {
+    const adapter = await navigator.gpu.requestAdapter();
+    if (!adapter) return null;
+    const info = adapter.info || (adapter.requestAdapterInfo ? await adapter.requestAdapterInfo() : {});
+    const limits = {};
+    for (const name in adapter.limits) limits[name] = adapter.limits[name];
+    const infoOut = {};
+    for (const name of ['vendor', 'architecture', 'device', 'description']) if (info[name]) infoOut[name] = String(info[name]);
+    return {info: infoOut, features: [...adapter.features], limits};
+  } catch (e) {
+    return null;
+  }
+}
+
+async function capabilities() {
+  const estimate = navigator.storage?.estimate ? await navigator.storage.estimate() : {};
+  return {
+    cores: navigator.hardwareConcurrency || 1,
+    memoryGib: navigator.deviceMemory ?? null,
+    userAgent: navigator.userAgent.slice(0, 512),
+    gpu: await gpuCapabilities(),
+    visibility: document.visibilityState === 'hidden' ? 'hidden' : 'visible',
+    storageQuota: Math.floor(estimate.quota || 0),
+    storageUsage: Math.floor(estimate.usage || 0),
+  };
+}
+
+function send(message) {
+  if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+}
+
+const handlers = {
+  welcome(m) {
+    attempts = 0;
+    state.connected = true;
+    state.account = m.account;
+    show('connected', 'status-connected');
+    $('pause').disabled = false;
+    if (paused) send({type: 'pause', id: nextId++});
+    setState(paused ? 'paused' : 'idle');
+  },
+  ping(m) { send({type: 'pong', id: m.id}); },
+  state(m) { setState(m.state); },
+  disconnect(m) {
+    mayReconnect = m.reconnect !== false;
+    $('note').textContent = `The appliance closed this connection: ${m.reason}.` +
+      (mayReconnect ? '' : ' Reload the page to join again.');
+  },
+  async error(m) {
+    state.error = m.code;
+    if (m.code === 'duplicate-worker') {
+      // A duplicated tab: become a new worker with a store of its own.
+      workerId = state.workerId = newWorkerId();
+      $('worker-id').textContent = workerId;
+      store = await new BlobStore(workerId).open();
+      await refreshStored();
+      attempts = 0;
+    } else {
+      $('note').textContent = `The appliance refused a message: ${m.message}`;
+    }
+  },
+};
+
+function setState(value) {
+  state.state = value;
+  $('state').textContent = {idle: 'waiting for work', busy: 'running a task', paused: 'paused'}[value] || value;
+  $('pause').textContent = value === 'paused' ? 'Resume' : 'Pause';
+}
+
+async function connect() {
+  const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  socket = new WebSocket(`${scheme}//${location.host}/ws/worker`);
+  show(attempts ? `reconnecting (attempt ${attempts + 1})…` : 'connecting…', 'status-connecting');
+  socket.onopen = async () => {
+    send({type: 'hello', id: nextId++, workerId, capabilities: await capabilities(), blobs: await store.keys()});
+  };
+  socket.onmessage = event => {
+    let message;
+    try { message = JSON.parse(event.data); } catch { return; }
+    handlers[message.type]?.(message);
+  };
+  socket.onclose = () => {
+    state.connected = false;
+    $('pause').disabled = true;
+    if (!mayReconnect) {
+      show('disconnected', 'status-disconnected');
+      return;
+    }
+    // Back off after failures (the appliance may be restarting), with jitter so a fleet does not reconnect in step.
+    const delay = Math.min(30_000, 500 * 2 ** attempts) * (0.75 + Math.random() / 2);
+    attempts++;
+    show(`disconnected; retrying in ${Math.round(delay / 1000)} s`, 'status-disconnected');
+    setTimeout(connect, delay);
+  };
+}
+
+document.addEventListener('visibilitychange', () =>
+  send({type: 'visibility', state: document.visibilityState === 'hidden' ? 'hidden' : 'visible'}));
+
+$('pause').addEventListener('click', () => {
+  paused = state.state !== 'paused';
+  send({type: paused ? 'pause' : 'resume', id: nextId++});
+});
+
+$('clear').addEventListener('click', async () => {
+  store = await store.clear();
+  await refreshStored();
+  $('note').textContent = 'This tab no longer stores any data.';
+});
+
+store = await new BlobStore(workerId).open();
+$('worker-id').textContent = workerId;
+await refreshStored();
+connect();
