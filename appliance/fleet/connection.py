@@ -19,6 +19,7 @@ from litestar.exceptions import WebSocketDisconnect
 
 from appliance.accounts.auth import WORKER_BROWSER, access, client_address
 from appliance.fleet import protocol as p
+from appliance.fleet.probe import probe
 from appliance.fleet.registry import Fleet, Worker
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,9 @@ class Session:
         self.ping_id = 0
         self.ping_sent: dict[int, float] = {}
         self.lock = asyncio.Lock()
+        self.next_id = 0
+        self.answers: dict[int, asyncio.Future[str]] = {}
+        self.probe_task: asyncio.Task | None = None
 
     async def send(self, message: object) -> None:
         async with self.lock:
@@ -100,6 +104,8 @@ class Session:
             pass
         finally:
             pinger.cancel()
+            if self.probe_task:
+                self.probe_task.cancel()
             if self.worker is not None:
                 self.fleet.remove(self.worker)
                 log.info("worker %s of %s left", self.worker.worker_id, self.worker.account_email)
@@ -118,6 +124,10 @@ class Session:
                 self.worker.rtt_ms = (time.monotonic() - sent) * 1000
         elif isinstance(message, p.Visibility):
             self.worker.capabilities.visibility = message.state
+        elif isinstance(message, p.ProbeAnswer):
+            waiter = self.answers.pop(message.reply_to, None)
+            if waiter and not waiter.done():
+                waiter.set_result(message.sdp)
         elif isinstance(message, p.Pause | p.Resume):
             self.worker.paused = isinstance(message, p.Pause)
             await self.send(p.State(state=self.worker.state, reply_to=message.id))
@@ -153,6 +163,22 @@ class Session:
                 ice_servers=self.ice_servers(self.principal.user_id),
             )
         )
+        # After the welcome, so the page has its ICE servers before the offer arrives.
+        self.probe_task = asyncio.create_task(self._probe())
+
+    async def _exchange(self, offer_sdp: str) -> str:
+        self.next_id += 1
+        answer = asyncio.get_running_loop().create_future()
+        self.answers[self.next_id] = answer
+        await self.send(p.ProbeOffer(id=self.next_id, sdp=offer_sdp))
+        return await answer
+
+    async def _probe(self) -> None:
+        connectivity, rtt = await probe(self._exchange)
+        if self.worker is not None:
+            self.worker.connectivity = connectivity
+            self.worker.probe_rtt_ms = rtt
+            log.info("worker %s: %s%s", self.worker.worker_id, connectivity, f", {rtt:.1f} ms" if rtt else "")
 
     async def _ping_forever(self) -> None:
         while True:

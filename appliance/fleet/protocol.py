@@ -66,7 +66,12 @@ class Resume(Base, tag="resume"):
     id: int | None = None
 
 
-Incoming = Hello | Pong | Visibility | Pause | Resume
+class ProbeAnswer(Base, tag="probe-answer"):
+    reply_to: int
+    sdp: Annotated[str, msgspec.Meta(max_length=32 * 1024)]
+
+
+Incoming = Hello | Pong | Visibility | Pause | Resume | ProbeAnswer
 incoming_decoder = msgspec.json.Decoder(Incoming)
 
 # ---------------------------------------------------------------- server to worker
@@ -78,6 +83,11 @@ class Welcome(Base, tag="welcome"):
     account: str
     ping_seconds: int
     ice_servers: list[dict]
+
+
+class ProbeOffer(Base, tag="probe-offer"):
+    id: int
+    sdp: str
 
 
 class Ping(Base, tag="ping"):

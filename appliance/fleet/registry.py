@@ -25,8 +25,9 @@ class Worker:
     busy: bool = False
     blobs: int = 0
     bytes_held: int = 0
-    # "direct", "relay" or "unreachable" once the appliance's probe has run.
+    # "direct", "relay" or "unreachable" once the appliance's probe has run, and its round trip.
     connectivity: str | None = None
+    probe_rtt_ms: float | None = None
 
     @property
     def state(self) -> str:

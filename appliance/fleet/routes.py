@@ -38,6 +38,12 @@ def _browser(user_agent: str) -> str:
     return user_agent[:40] or "unknown"
 
 
+def _milliseconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
+
+
 def _row(worker: Worker) -> dict:
     caps = worker.capabilities
     gpu = caps.gpu
@@ -52,7 +58,7 @@ def _row(worker: Worker) -> dict:
         else "none",
         "visibility": caps.visibility,
         "connectivity": worker.connectivity or "not probed",
-        "rtt": f"{worker.rtt_ms:.0f} ms" if worker.rtt_ms is not None else "—",
+        "rtt": _milliseconds(worker.probe_rtt_ms if worker.probe_rtt_ms is not None else worker.rtt_ms),
         "state": worker.state,
         "blobs": worker.blobs,
         "bytes_held": worker.bytes_held,

@@ -20,6 +20,7 @@ let nextId = 1;
 let attempts = 0;
 let mayReconnect = true;
 let paused = false;
+let iceServers = [];
 
 const state = window.peermrWorker = {connected: false, workerId, account: null, state: null, error: null};
 
@@ -75,6 +76,7 @@ function send(message) {
 
 const handlers = {
   welcome(m) {
+    iceServers = m.iceServers;
     attempts = 0;
     state.connected = true;
     state.account = m.account;
@@ -84,6 +86,7 @@ const handlers = {
     setState(paused ? 'paused' : 'idle');
   },
   ping(m) { send({type: 'pong', id: m.id}); },
+  async 'probe-offer'(m) { await answerProbe(m); },
   state(m) { setState(m.state); },
   disconnect(m) {
     mayReconnect = m.reconnect !== false;
@@ -104,6 +107,25 @@ const handlers = {
     }
   },
 };
+
+// The appliance's connectivity probe: answer its offer and echo what it sends on the channel.
+async function answerProbe(offer) {
+  const pc = new RTCPeerConnection({iceServers});
+  const done = () => pc.close();
+  const timer = setTimeout(done, 30_000);
+  pc.ondatachannel = ({channel}) => {
+    channel.onmessage = e => channel.readyState === 'open' && channel.send(e.data);
+    channel.onclose = () => { clearTimeout(timer); done(); };
+  };
+  await pc.setRemoteDescription({type: 'offer', sdp: offer.sdp});
+  await pc.setLocalDescription(await pc.createAnswer());
+  await new Promise(resolve => {
+    if (pc.iceGatheringState === 'complete') return resolve();
+    pc.onicegatheringstatechange = () => pc.iceGatheringState === 'complete' && resolve();
+    setTimeout(resolve, 5_000);  // send what we have; the probe times out if it is not enough
+  });
+  send({type: 'probe-answer', replyTo: offer.id, sdp: pc.localDescription.sdp});
+}
 
 function setState(value) {
   state.state = value;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -36,6 +37,11 @@ def test_worker_page_connects_pauses_and_reconnects_after_restart(chromium, tmp_
 
         fleet = admin.get("/ui/workers/live").text
         assert f'data-worker="{worker_id}"' in fleet and "wanda@example.com" in fleet
+        # The appliance's WebRTC probe reaches the browser directly (same machine) and measures the round trip.
+        deadline = time.monotonic() + 40
+        while "direct" not in (row := worker_row(admin, worker_id)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "<td>direct</td>" in row and re.search(r"<td>[\d.]+ ms</td>", row), row
 
         page.get_by_role("button", name="Pause").click()
         expect(page.locator("#state")).to_have_text("paused")
@@ -60,3 +66,8 @@ def test_worker_page_connects_pauses_and_reconnects_after_restart(chromium, tmp_
     finally:
         context.close()
         server.stop()
+
+
+def worker_row(admin: Client, worker_id: str) -> str:
+    match = re.search(rf'<tr data-worker="{worker_id}">.*?</tr>', admin.get("/ui/workers/live").text, re.S)
+    return match.group(0) if match else ""

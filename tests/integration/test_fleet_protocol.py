@@ -36,7 +36,8 @@ class SimWorker:
     def recv(self) -> dict:
         while True:
             message = json.loads(self.ws.recv(timeout=10))
-            if message["type"] != "ping":
+            # Simulated workers ignore pings and the appliance's connectivity probe.
+            if message["type"] not in ("ping", "probe-offer"):
                 return message
 
     def hello(self, **extra) -> dict:
