@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import getpass
 import logging
+import os
 import sys
+from pathlib import Path
 
 from appliance import __version__
-from appliance.config import WILDCARD_HOSTS, ConfigError, Settings, load_settings
+from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, ConfigError, Settings, load_settings
 
 
 class CommandError(Exception):
@@ -90,6 +92,20 @@ def cmd_token_create(args: argparse.Namespace) -> None:
     print(asyncio.run(create()))
 
 
+def cmd_worker(args: argparse.Namespace) -> None:
+    from appliance.fleet.runner import RunnerError, run_workers
+
+    token = args.token or os.environ.get("PEERMR_TOKEN", "")
+    server = args.server or os.environ.get("PEERMR_SERVER", "")
+    if not server or not token:
+        raise CommandError("--server and --token are required (or PEERMR_SERVER and PEERMR_TOKEN)")
+    data_dir = Path(args.data_dir or os.environ.get("PEERMR_DATA_DIR") or DEFAULT_DATA_DIR)
+    try:
+        run_workers(server, token, args.count, args.chromium, data_dir)
+    except RunnerError as exc:
+        raise CommandError(str(exc)) from exc
+
+
 def cmd_version(args: argparse.Namespace) -> None:
     print(f"peermr {__version__}")
 
@@ -132,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--name", default="CLI token", help="a name to recognise the token by")
     _data_dir_flag(create)
     create.set_defaults(func=cmd_token_create)
+
+    worker = sub.add_parser("worker", help="run headless Chromium workers for an appliance")
+    worker.add_argument("--server", help="the appliance's URL (env PEERMR_SERVER)")
+    worker.add_argument("--token", help="an API token or an enrolment token (env PEERMR_TOKEN)")
+    worker.add_argument("--count", type=int, default=1, help="how many browsers to run (default 1)")
+    worker.add_argument("--chromium", help="path of the Chromium executable (default: found on the PATH)")
+    _data_dir_flag(worker)
+    worker.set_defaults(func=cmd_worker)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)

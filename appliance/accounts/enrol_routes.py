@@ -1,17 +1,38 @@
-"""The public side of enrolment links: a browser joins as a worker of the link's account."""
+"""Joining as a worker browser without a dashboard sign-in.
+
+An enrolment link (`/enrol/<token>`) is for people: it shows whom the tab will
+work for and joins on a click. Programs that drive browsers (`peermr worker`)
+open `/worker/start#token=<token>`: the token stays in the URL fragment, which
+is never sent to a server or logged, and the page's script exchanges it for the
+worker cookie at `POST /worker/session`. Either kind of token works there: an
+enrolment token or an API token (the workers then belong to its account).
+"""
 
 from __future__ import annotations
 
+import msgspec
 from litestar import Request, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Redirect, Response, Template
 
-from appliance.accounts import enrolment, sessions
+from appliance.accounts import api_tokens, credentials, enrolment, sessions
 from appliance.accounts.auth import PUBLIC, WORKER_COOKIE, access, client_address
 from appliance.accounts.login_routes import session_cookie
 from appliance.config import Settings
 from appliance.web.rendering import page
+
+
+async def _start_worker_session(request: Request, account_id: int, settings: Settings, response: Response) -> Response:
+    key = await sessions.start(
+        account_id,
+        sessions.WORKER,
+        sessions.MAX_AGE,
+        user_agent=request.headers.get("user-agent", ""),
+        client=client_address(request),
+    )
+    response.cookies.append(session_cookie(key, settings, WORKER_COOKIE))
+    return response
 
 
 # GET only shows what the link does: link scanners and previews must not use it up.
@@ -30,16 +51,33 @@ async def enrol(request: Request, token: FromPath[str], settings: NamedDependenc
         link = await enrolment.redeem(token)
     except enrolment.EnrolmentRefused as exc:
         return page(request, "accounts/enrol.html", status_code=410, error=str(exc), link=None, token=None)
-    key = await sessions.start(
-        link.account_id,
-        sessions.WORKER,
-        sessions.MAX_AGE,
-        user_agent=request.headers.get("user-agent", ""),
-        client=client_address(request),
-    )
-    response = Redirect(path="/worker", status_code=303)
-    response.cookies.append(session_cookie(key, settings, WORKER_COOKIE))
-    return response
+    return await _start_worker_session(request, link.account_id, settings, Redirect(path="/worker", status_code=303))
 
 
-ROUTES = [enrol_page, enrol]
+@get("/worker/start", opt=access(PUBLIC), include_in_schema=False)
+async def worker_start_page(request: Request) -> Template:
+    return page(request, "accounts/worker_start.html")
+
+
+class WorkerSessionRequest(msgspec.Struct):
+    token: str
+
+
+@post("/worker/session", opt=access(PUBLIC), include_in_schema=False)
+async def worker_session(request: Request, data: WorkerSessionRequest, settings: NamedDependency[Settings]) -> Response:
+    token = data.token.strip()
+    account_id = None
+    if token.startswith(credentials.API_TOKEN_PREFIX):
+        principal = await api_tokens.resolve(token)
+        account_id = principal.user_id if principal else None
+    elif token.startswith(credentials.ENROLMENT_TOKEN_PREFIX):
+        try:
+            account_id = (await enrolment.redeem(token)).account_id
+        except enrolment.EnrolmentRefused:
+            account_id = None
+    if account_id is None:
+        return Response({"detail": "This token is not valid (revoked, expired or used up)."}, status_code=401)
+    return await _start_worker_session(request, account_id, settings, Response(content=None, status_code=204))
+
+
+ROUTES = [enrol_page, enrol, worker_start_page, worker_session]

@@ -109,6 +109,8 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(200)),
     ("POST", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(303)),
     ("GET", "/worker"): ("/worker", {}, {**SIGNED_IN, "enrolled": 200}),
+    ("GET", "/worker/start"): ("/worker/start", {}, everyone(200)),
+    ("POST", "/worker/session"): ("/worker/session", {"json": {"token": "pmr_not-a-token"}}, everyone(401)),
     ("GET", "/worker/ice-servers"): ("/worker/ice-servers", {}, {**SIGNED_IN, "enrolled": 200}),
     ("GET", "/ui/admin/turn"): ("/ui/admin/turn", {}, ADMINS),
     ("GET", "/ui/admin/turn/live"): ("/ui/admin/turn/live", {}, ADMINS),
@@ -214,6 +216,8 @@ def test_route_authorization(appliance, callers, method, route, caller):
         return
     if method == "GET":
         response = client.get(path, headers=headers)
+    elif "json" in data:
+        response = client.post(path, json=data["json"], headers={**headers, "x-csrftoken": client.csrf()})
     else:
         response = client.form(path, data, headers=headers)
     assert response.status_code == expected[caller], (

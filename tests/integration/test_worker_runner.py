@@ -1,0 +1,84 @@
+"""`peermr worker`: headless Chromium workers started, restarted when they die, stopped on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client, run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def fleet_rows(admin: Client) -> list[str]:
+    return re.findall(r'<tr data-worker="([^"]+)">.*?</tr>', admin.get("/ui/workers/live").text, re.S)
+
+
+def wait_for(predicate, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.5)
+    raise AssertionError("timed out")
+
+
+def test_runner_keeps_its_workers_connected(appliance: Appliance, tmp_path):
+    appliance.add_user("farm@example.com", "worker", "farm-password-1")
+    token = appliance.cli("token", "create", "farm@example.com").stdout.strip()
+    admin = Client(appliance.url)
+    admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "appliance",
+            "worker",
+            "--server",
+            appliance.url,
+            "--token",
+            token,
+            "--count",
+            "2",
+            "--data-dir",
+            str(tmp_path / "farm"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        first = wait_for(lambda: (ids := fleet_rows(admin)) and len(ids) == 2 and ids)
+        assert "farm@example.com" in admin.get("/ui/workers/live").text
+        # Kill one browser: the runner starts it again with the same profile and worker id.
+        profile = tmp_path / "farm" / "worker-profiles" / "worker-0"
+        browser = subprocess.run(  # the browser process: the oldest one using that profile
+            ["pgrep", "-o", "-f", f"user-data-dir={profile}( |$)"], capture_output=True, text=True
+        ).stdout.split()
+        os.kill(int(browser[0]), signal.SIGKILL)
+        wait_for(lambda: len(fleet_rows(admin)) < 2, timeout=60)
+        again = wait_for(lambda: (ids := fleet_rows(admin)) and len(ids) == 2 and ids, timeout=90)
+        assert sorted(again) == sorted(first)
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        output, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 0, output
+    assert "restarting" in output and "all workers stopped" in output
+    wait_for(lambda: not fleet_rows(admin), timeout=60)
+
+
+def test_runner_refuses_bad_tokens_and_a_missing_chromium(appliance: Appliance, tmp_path):
+    refused = run_cli("worker", "--server", appliance.url, "--token", "pmr_nope", "--data-dir", str(tmp_path))
+    assert refused.returncode == 1 and "refused this token" in refused.stderr
+    odd = run_cli("worker", "--server", appliance.url, "--token", "hello", "--data-dir", str(tmp_path))
+    assert odd.returncode == 1 and "API token (pmr_...) or an enrolment token" in odd.stderr
+    env = {**os.environ, "PATH": "/nonexistent"}
+    missing = run_cli("worker", "--server", appliance.url, "--token", "pmr_x", "--data-dir", str(tmp_path), env=env)
+    assert missing.returncode == 1 and "apt-get install chromium" in missing.stderr
