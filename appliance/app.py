@@ -36,6 +36,8 @@ from appliance.config import Settings
 from appliance.fleet import connection as fleet_connection
 from appliance.fleet import routes as fleet_routes
 from appliance.fleet.registry import Fleet
+from appliance.pmrfs import api_routes as pmrfs_api_routes
+from appliance.pmrfs import ui_routes as pmrfs_ui_routes
 from appliance.resources import static_dir, templates_dir
 from appliance.scheduler import create_scheduler
 from appliance.secret_keys import load_or_create_secrets
@@ -59,6 +61,8 @@ ROUTE_HANDLERS = [
     *fleet_routes.ROUTES,
     *fleet_connection.ROUTES,
     *turn_routes.ROUTES,
+    *pmrfs_api_routes.ROUTES,
+    *pmrfs_ui_routes.ROUTES,
 ]
 
 

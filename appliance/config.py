@@ -63,6 +63,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # Failed sign-ins allowed per email (or per client address, times four) in the window.
     login_max_failures: int = 5
     login_window_minutes: int = 15
+    # PMRFS: the largest object one upload may create (larger ones get 413 and store nothing),
+    # and how many browsers should hold each blob (on distinct workers).
+    pmrfs_max_upload_bytes: int = 10 * 1024**3
+    replication_factor: int = 2
 
     @property
     def data_path(self) -> Path:
@@ -160,3 +164,7 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"timezone {settings.timezone!r} is not a known time zone (e.g. UTC, Europe/Paris)") from None
     if settings.session_hours < 1:
         raise ConfigError("session_hours must be at least 1")
+    if settings.pmrfs_max_upload_bytes < 0:
+        raise ConfigError("pmrfs_max_upload_bytes must not be negative")
+    if settings.replication_factor < 1:
+        raise ConfigError("replication_factor must be at least 1")

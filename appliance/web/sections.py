@@ -38,16 +38,6 @@ SECTIONS = (
         ),
     ),
     Section(
-        "storage",
-        "Storage",
-        COORDINATOR,
-        "PMRFS: buckets and objects stored in your organisation's browsers.",
-        (
-            "Buckets, objects, availability and where each blob's replicas live.",
-            "Upload with progress, download, delete, pin on the appliance.",
-        ),
-    ),
-    Section(
         "billing",
         "Billing",
         COORDINATOR,

@@ -37,6 +37,18 @@ def only_admin(status: int) -> dict[str, int]:
     return {**ADMINS, "admin": status}
 
 
+def only_coordinators(status: int) -> dict[str, int]:
+    return {**COORDINATORS, "coordinator": status, "admin": status}
+
+
+# The API answers 401 to callers without a token (an enrolled browser has only its cookie).
+API_USERS = {**SIGNED_IN, "anon": 401, "enrolled": 401}
+
+
+def api_users(status: int) -> dict[str, int]:
+    return {**API_USERS, "worker": status, "coordinator": status, "admin": status}
+
+
 # (method, route path) -> (concrete path, form data, expected status per caller).
 # "{...}" in a concrete path is filled from the fixtures below.
 MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
@@ -116,6 +128,68 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/ui/admin/turn/live"): ("/ui/admin/turn/live", {}, ADMINS),
     ("GET", "/ui/admin/settings"): ("/ui/admin/settings", {}, ADMINS),
     ("POST", "/ui/admin/settings"): ("/ui/admin/settings", {"allowed": "", "denied": ""}, only_admin(303)),
+    # PMRFS. Bucket and object routes check ownership after the role: an unknown bucket is 404
+    # for everyone allowed in (tests/integration/test_pmrfs_api.py covers other accounts' buckets).
+    ("PUT", "/api/v1/buckets/{bucket:str}"): (
+        "/api/v1/buckets/Not_A_Bucket",
+        {},
+        {**API_USERS, "worker": 403, "coordinator": 400, "admin": 400},
+    ),
+    ("GET", "/api/v1/buckets"): ("/api/v1/buckets", {}, API_USERS),
+    ("DELETE", "/api/v1/buckets/{bucket:str}"): ("/api/v1/buckets/no-such-bucket", {}, api_users(404)),
+    ("GET", "/api/v1/buckets/{bucket:str}/objects"): ("/api/v1/buckets/no-such-bucket/objects", {}, api_users(404)),
+    ("PUT", "/api/v1/buckets/{bucket:str}/objects/{key:path}"): (
+        "/api/v1/buckets/no-such-bucket/objects/a/b.txt",
+        {},
+        api_users(404),
+    ),
+    ("GET", "/api/v1/buckets/{bucket:str}/objects/{key:path}"): (
+        "/api/v1/buckets/no-such-bucket/objects/a/b.txt",
+        {},
+        api_users(404),
+    ),
+    ("DELETE", "/api/v1/buckets/{bucket:str}/objects/{key:path}"): (
+        "/api/v1/buckets/no-such-bucket/objects/a/b.txt",
+        {},
+        api_users(404),
+    ),
+    ("GET", "/api/v1/objects-status/{bucket:str}/{key:path}"): (
+        "/api/v1/objects-status/no-such-bucket/a/b.txt",
+        {},
+        api_users(404),
+    ),
+    ("GET", "/ui/storage/buckets/{bucket:str}"): ("/ui/storage/buckets/no-such-bucket", {}, only_coordinators(404)),
+    ("POST", "/ui/storage/buckets"): ("/ui/storage/buckets", {"name": "Not_A_Bucket"}, only_coordinators(400)),
+    ("POST", "/ui/storage/buckets/{bucket:str}/delete"): (
+        "/ui/storage/buckets/no-such-bucket/delete",
+        {"force": "true"},
+        only_coordinators(404),
+    ),
+    ("POST", "/ui/storage/buckets/{bucket:str}/upload"): (
+        "/ui/storage/buckets/no-such-bucket/upload",
+        {"key": "a.txt"},
+        only_coordinators(404),
+    ),
+    ("POST", "/ui/storage/buckets/{bucket:str}/objects/delete"): (
+        "/ui/storage/buckets/no-such-bucket/objects/delete",
+        {"key": "a.txt"},
+        only_coordinators(404),
+    ),
+    ("POST", "/ui/storage/buckets/{bucket:str}/objects/pin"): (
+        "/ui/storage/buckets/no-such-bucket/objects/pin",
+        {"key": "a.txt", "pinned": "true"},
+        only_coordinators(404),
+    ),
+    ("GET", "/ui/storage/object/{bucket:str}/{key:path}"): (
+        "/ui/storage/object/no-such-bucket/a/b.txt",
+        {},
+        only_coordinators(404),
+    ),
+    ("GET", "/ui/storage/download/{bucket:str}/{key:path}"): (
+        "/ui/storage/download/no-such-bucket/a/b.txt",
+        {},
+        only_coordinators(404),
+    ),
 }
 
 
@@ -216,6 +290,8 @@ def test_route_authorization(appliance, callers, method, route, caller):
         return
     if method == "GET":
         response = client.get(path, headers=headers)
+    elif method in ("PUT", "DELETE"):
+        response = client.request(method, path, headers=headers)
     elif "json" in data:
         response = client.post(path, json=data["json"], headers={**headers, "x-csrftoken": client.csrf()})
     else:
