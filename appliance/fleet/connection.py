@@ -108,6 +108,10 @@ class Session:
                 self.probe_task.cancel()
             if self.worker is not None:
                 self.fleet.remove(self.worker)
+                for transfer in self.fleet.transfers.involving(self.worker.worker_id):
+                    self.fleet.transfers.finish(transfer, False, "a worker left")
+                    self.fleet.notify("transfer_finished", transfer, False, "a worker left")
+                self.fleet.notify("worker_left", self.worker)
                 log.info("worker %s of %s left", self.worker.worker_id, self.worker.account_email)
 
     async def handle(self, message: p.Incoming) -> None:
@@ -128,9 +132,48 @@ class Session:
             waiter = self.answers.pop(message.reply_to, None)
             if waiter and not waiter.done():
                 waiter.set_result(message.sdp)
+        elif isinstance(message, p.Signal):
+            await self.relay_signal(message)
+        elif isinstance(message, p.BlobStored | p.BlobFailed):
+            if message.transfer_id is not None:
+                self.transfer_result(message)
+            else:
+                self.worker.resolve(message.reply_to, message)
+        elif isinstance(message, p.BlobUploaded):
+            self.worker.resolve(message.reply_to, message)
+        elif isinstance(message, p.TransferBytes):
+            transfer = self.fleet.transfers.get(message.transfer_id)
+            if transfer and transfer.peer_of(self.worker.worker_id):
+                transfer.reported[self.worker.worker_id] = message.bytes
+        elif isinstance(message, p.BlobsDropped):
+            self.fleet.notify("blobs_dropped", self.worker, message.sha256)
         elif isinstance(message, p.Pause | p.Resume):
             self.worker.paused = isinstance(message, p.Pause)
             await self.send(p.State(state=self.worker.state, reply_to=message.id))
+
+    async def relay_signal(self, message: p.Signal) -> None:
+        """Only between the two ends of a transfer the appliance arranged."""
+        transfer = self.fleet.transfers.get(message.transfer_id)
+        peer_id = transfer.peer_of(self.worker.worker_id) if transfer else None
+        peer = self.fleet.get(peer_id) if peer_id else None
+        if peer is None:
+            await self.refuse("not-allowed", "no such transfer for this worker")
+            return
+        await peer.send(p.SignalOut(transfer_id=message.transfer_id, data=message.data))
+
+    def transfer_result(self, message: p.BlobStored | p.BlobFailed) -> None:
+        transfer = self.fleet.transfers.get(message.transfer_id)
+        if transfer is None or transfer.peer_of(self.worker.worker_id) is None:
+            return
+        if isinstance(message, p.BlobStored):
+            # Only the receiving end can say the blob arrived (it verified the SHA-256).
+            if self.worker.worker_id != transfer.target or message.sha256 != transfer.sha256:
+                return
+            self.fleet.transfers.finish(transfer, True)
+        else:
+            self.fleet.transfers.finish(transfer, False, message.reason)
+        ok, reason = transfer.done.result()
+        self.fleet.notify("transfer_finished", transfer, ok, reason)
 
     async def hello(self, message: p.Hello) -> None:
         if self.worker is not None:
@@ -163,6 +206,7 @@ class Session:
                 ice_servers=self.ice_servers(self.principal.user_id),
             )
         )
+        self.fleet.notify("worker_joined", worker, message.blobs)
         # After the welcome, so the page has its ICE servers before the offer arrives.
         self.probe_task = asyncio.create_task(self._probe())
 

@@ -71,7 +71,62 @@ class ProbeAnswer(Base, tag="probe-answer"):
     sdp: Annotated[str, msgspec.Meta(max_length=32 * 1024)]
 
 
-Incoming = Hello | Pong | Visibility | Pause | Resume | ProbeAnswer
+TransferId = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}$")]
+Reason = Annotated[str, msgspec.Meta(max_length=200)]
+
+
+class Signal(Base, tag="signal"):
+    """SDP or an ICE candidate for the other end of an arranged transfer."""
+
+    transfer_id: TransferId
+    data: dict
+
+
+class BlobStored(Base, tag="blob-stored"):
+    sha256: Sha256
+    size: Annotated[int, msgspec.Meta(ge=0)]
+    reply_to: int | None = None
+    transfer_id: TransferId | None = None
+
+
+class BlobUploaded(Base, tag="blob-uploaded"):
+    reply_to: int
+    sha256: Sha256
+    size: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class BlobFailed(Base, tag="blob-failed"):
+    sha256: Sha256
+    reason: Reason
+    reply_to: int | None = None
+    transfer_id: TransferId | None = None
+
+
+class TransferBytes(Base, tag="transfer-bytes"):
+    transfer_id: TransferId
+    bytes: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class BlobsDropped(Base, tag="blobs-dropped"):
+    """The tab lost or cleared these blobs (the person pressed "clear my stored data")."""
+
+    sha256: Annotated[list[Sha256], msgspec.Meta(max_length=100_000)]
+
+
+Incoming = (
+    Hello
+    | Pong
+    | Visibility
+    | Pause
+    | Resume
+    | ProbeAnswer
+    | Signal
+    | BlobStored
+    | BlobUploaded
+    | BlobFailed
+    | TransferBytes
+    | BlobsDropped
+)
 incoming_decoder = msgspec.json.Decoder(Incoming)
 
 # ---------------------------------------------------------------- server to worker
@@ -90,6 +145,45 @@ class ProbeOffer(Base, tag="probe-offer"):
     sdp: str
 
 
+class BlobFetch(Base, tag="blob-fetch"):
+    """Fetch a blob from the appliance over HTTP (the URL carries the grant) and store it."""
+
+    id: int
+    sha256: str
+    size: int
+    url: str
+
+
+class BlobUpload(Base, tag="blob-upload"):
+    """PUT a stored blob to the appliance at the URL."""
+
+    id: int
+    sha256: str
+    url: str
+
+
+class BlobSend(Base, tag="blob-send"):
+    transfer_id: str
+    sha256: str
+    to: str
+
+
+class BlobReceive(Base, tag="blob-receive"):
+    transfer_id: str
+    sha256: str
+    size: int
+    from_: str = msgspec.field(name="from")
+
+
+class BlobDelete(Base, tag="blob-delete"):
+    sha256: str
+
+
+class SignalOut(Base, tag="signal"):
+    transfer_id: str
+    data: dict
+
+
 class Ping(Base, tag="ping"):
     id: int
 
@@ -100,7 +194,7 @@ class State(Base, tag="state"):
 
 
 class Error(Base, tag="error"):
-    code: Literal["malformed", "too-large", "not-ready", "duplicate-worker", "already-hello"]
+    code: Literal["malformed", "too-large", "not-ready", "duplicate-worker", "already-hello", "not-allowed"]
     message: str
     reply_to: int | None = None
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from appliance.fleet.protocol import Capabilities
+from appliance.fleet.transfers import Transfer, Transfers
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -29,14 +36,52 @@ class Worker:
     connectivity: str | None = None
     probe_rtt_ms: float | None = None
 
+    # Requests to this worker waiting for the reply that names their id.
+    pending: dict[int, asyncio.Future] = field(default_factory=dict)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1_000_000))
+
     @property
     def state(self) -> str:
         return "paused" if self.paused else "busy" if self.busy else "idle"
+
+    async def request(self, make: Callable[[int], object], timeout: float) -> object:
+        """Send ``make(id)`` and wait for the worker's reply to that id."""
+        request_id = next(self._ids)
+        reply = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = reply
+        try:
+            await self.send(make(request_id))
+            return await asyncio.wait_for(reply, timeout)
+        finally:
+            self.pending.pop(request_id, None)
+
+    def resolve(self, request_id: int | None, message: object) -> None:
+        reply = self.pending.pop(request_id, None) if request_id is not None else None
+        if reply is not None and not reply.done():
+            reply.set_result(message)
+
+
+class FleetListener(Protocol):
+    """What another domain (PMRFS) hears from the fleet."""
+
+    def worker_joined(self, worker: Worker, blobs: list[str]) -> None: ...
+    def worker_left(self, worker: Worker) -> None: ...
+    def blobs_dropped(self, worker: Worker, blobs: list[str]) -> None: ...
+    def transfer_finished(self, transfer: Transfer, ok: bool, reason: str) -> None: ...
 
 
 class Fleet:
     def __init__(self) -> None:
         self.workers: dict[str, Worker] = {}
+        self.transfers = Transfers()
+        self.listeners: list[FleetListener] = []
+
+    def notify(self, event: str, *args) -> None:
+        for listener in self.listeners:
+            try:
+                getattr(listener, event)(*args)
+            except Exception:  # a listener's bug must not break the worker's connection
+                log.exception("fleet listener failed on %s", event)
 
     def add(self, worker: Worker) -> bool:
         """False when this worker id is already connected (a duplicated tab copies its id)."""

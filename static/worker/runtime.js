@@ -1,6 +1,7 @@
 // The worker runtime: keeps this tab connected to the appliance as a worker.
 // Protocol: docs/protocol.md ("Worker WebSocket").
 import {BlobStore} from './blobstore.js';
+import {DataNode} from './datanode.js';
 
 const ID_KEY = 'peermr-worker-id';
 const $ = id => document.getElementById(id);
@@ -143,7 +144,8 @@ async function connect() {
   socket.onmessage = event => {
     let message;
     try { message = JSON.parse(event.data); } catch { return; }
-    handlers[message.type]?.(message);
+    if (handlers[message.type]) handlers[message.type](message);
+    else datanode.handle(message).catch(e => console.error('datanode', message.type, e));
   };
   socket.onclose = () => {
     state.connected = false;
@@ -169,12 +171,20 @@ $('pause').addEventListener('click', () => {
 });
 
 $('clear').addEventListener('click', async () => {
+  const dropped = await store.keys();
   store = await store.clear();
+  if (dropped.length) send({type: 'blobs-dropped', sha256: dropped});
   await refreshStored();
   $('note').textContent = 'This tab no longer stores any data.';
 });
 
 store = await new BlobStore(workerId).open();
+const datanode = new DataNode({
+  getStore: () => store,
+  send,
+  iceServers: () => iceServers,
+  onChange: () => refreshStored(),
+});
 $('worker-id').textContent = workerId;
 await refreshStored();
 connect();
