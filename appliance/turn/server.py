@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 import socket
 import time
 from collections import Counter
@@ -29,6 +30,8 @@ SOFTWARE = "PeerMR TURN"
 UDP = 17
 MAX_TCP_FRAME = 65_535 + 20
 SWEEP_INTERVAL = 1.0
+# A port reserved with EVEN-PORT's R bit is held this long (RFC 8656 §7.2 suggests about 30 s).
+RESERVATION_LIFETIME = 30.0
 
 REASONS = {
     400: "Bad Request",
@@ -96,6 +99,8 @@ class TurnServer:
         self.per_account: Counter[str] = Counter()
         self.ports_in_use: set[int] = set()
         self.relay_addresses: set[tuple[str, int]] = set()
+        # RESERVATION-TOKEN -> (bound socket, host, port, expiry) held for a second Allocate.
+        self.reservations: dict[bytes, tuple[socket.socket, str, int, float]] = {}
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task | None = None
@@ -120,6 +125,7 @@ class TurnServer:
                 await self._sweeper
         for allocation in list(self.allocations.values()):
             self._end(allocation)
+        self._expire_reservations(float("inf"))
         if self._udp:
             self._udp.close()
         if self._tcp:
@@ -130,6 +136,7 @@ class TurnServer:
         while True:
             await asyncio.sleep(SWEEP_INTERVAL)
             now = time.monotonic()
+            self._expire_reservations(now)
             for allocation in list(self.allocations.values()):
                 if allocation.expired(now):
                     self._end(allocation)
@@ -256,8 +263,9 @@ class TurnServer:
             raise Reply(442)
         if message.get("REQUESTED-ADDRESS-FAMILY", 0x01) != 0x01:
             raise Reply(440)
-        if message.get("RESERVATION-TOKEN") is not None:
-            raise Reply(508)  # we keep no reserved ports to hand out
+        token = message.get("RESERVATION-TOKEN")
+        if token is not None and message.get("EVEN-PORT") is not None:
+            raise Reply(400)  # RFC 8656 §7.2: not both
         identity = parse_username(username)
         assert identity is not None
         if self.per_account[identity.account] >= self.max_per_account:
@@ -268,35 +276,85 @@ class TurnServer:
             client.five_tuple, identity, username, key, _lifetime(message.get("LIFETIME")), self.bandwidth
         )
         relay_host = _local_address_towards(client.five_tuple)
-        if not self._open_relay(allocation, relay_host, even=message.get("EVEN-PORT") is not None):
-            raise Reply(508)
+        reserved_token = None
+        if token is not None:
+            if not self._take_reservation(allocation, token):
+                raise Reply(508)  # unknown or expired reservation
+        else:
+            even_port = message.get("EVEN-PORT")
+            opened = self._open_relay(allocation, relay_host, even=even_port is not None, reserve_next=bool(even_port))
+            if opened is None:
+                raise Reply(508)
+            reserved_token = opened if isinstance(opened, bytes) else None
         self.allocations[client.five_tuple] = allocation
         self.per_account[identity.account] += 1
         response = Message(Method.ALLOCATE, Class.SUCCESS, message.transaction_id)
         response.add("XOR-RELAYED-ADDRESS", allocation.relay_address)
         response.add("LIFETIME", int(allocation.expires - time.monotonic() + 0.5))
         response.add("XOR-MAPPED-ADDRESS", client.five_tuple.client)
+        if reserved_token is not None:
+            response.add("RESERVATION-TOKEN", reserved_token)
         response.add("SOFTWARE", SOFTWARE)
         allocation.allocate_transaction = message.transaction_id
         allocation.allocate_response = stun.encode(response, integrity_key=key)
         return allocation.allocate_response
 
-    def _open_relay(self, allocation: Allocation, host: str, even: bool) -> bool:
-        candidates = range(self.min_port + (self.min_port % 2 if even else 0), self.max_port + 1, 2 if even else 1)
-        free = [p for p in candidates if p not in self.ports_in_use]
+    def _bind(self, host: str, port: int) -> socket.socket | None:
+        if port in self.ports_in_use or not self.min_port <= port <= self.max_port:
+            return None
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            return None
+        self.ports_in_use.add(port)
+        return sock
+
+    def _open_relay(self, allocation: Allocation, host: str, even: bool, reserve_next: bool) -> bytes | None | bool:
+        """Bind the allocation's relay port. With ``reserve_next`` (EVEN-PORT's R bit) the next port is
+        held for a later Allocate that presents the returned RESERVATION-TOKEN (RFC 8656 §7.2)."""
+        step = 2 if even or reserve_next else 1
+        candidates = range(self.min_port + (self.min_port % 2 if step == 2 else 0), self.max_port + 1, step)
+        free = [
+            p for p in candidates if p not in self.ports_in_use and (not reserve_next or p + 1 not in self.ports_in_use)
+        ]
         for port in random.sample(free, min(len(free), 64)):
-            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
-            try:
-                sock.bind((host, port))
-            except OSError:
-                sock.close()
+            sock = self._bind(host, port)
+            if sock is None:
                 continue
-            allocation.relay = RelaySocket(sock, lambda data, peer: self._from_peer(allocation, data, peer))
-            allocation.relay_address = (host, port)
-            self.ports_in_use.add(port)
-            self.relay_addresses.add((host, port))
-            return True
-        return False
+            token = None
+            if reserve_next:
+                reserved = self._bind(host, port + 1)
+                if reserved is None:
+                    sock.close()
+                    self.ports_in_use.discard(port)
+                    continue
+                token = secrets.token_bytes(8)
+                self.reservations[token] = (reserved, host, port + 1, time.monotonic() + RESERVATION_LIFETIME)
+            self._attach(allocation, sock, host, port)
+            return token if reserve_next else True
+        return None
+
+    def _attach(self, allocation: Allocation, sock: socket.socket, host: str, port: int) -> None:
+        allocation.relay = RelaySocket(sock, lambda data, peer: self._from_peer(allocation, data, peer))
+        allocation.relay_address = (host, port)
+        self.relay_addresses.add((host, port))
+
+    def _take_reservation(self, allocation: Allocation, token: bytes) -> bool:
+        reservation = self.reservations.pop(token, None)
+        if reservation is None:
+            return False
+        sock, host, port, _ = reservation
+        self._attach(allocation, sock, host, port)
+        return True
+
+    def _expire_reservations(self, now: float) -> None:
+        for token, (sock, _, port, expiry) in list(self.reservations.items()):
+            if expiry <= now:
+                del self.reservations[token]
+                sock.close()
+                self.ports_in_use.discard(port)
 
     def _refresh(self, message: Message, client: Client, key: bytes, username: str) -> bytes:
         allocation = self._existing(client, username)
@@ -343,7 +401,7 @@ class TurnServer:
     def _channel_bind(self, message: Message, client: Client, key: bytes, username: str) -> bytes:
         allocation = self._existing(client, username)
         number = message.get("CHANNEL-NUMBER")
-        if number is None or not 0x4000 <= number <= 0x4FFF:
+        if number is None or not stun.FIRST_CHANNEL <= number <= stun.LAST_CHANNEL:
             raise Reply(400)
         peers = self._checked_peers(message)
         if len(peers) != 1 or not allocation.bind_channel(number, *peers[0]):

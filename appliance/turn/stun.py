@@ -541,10 +541,14 @@ def is_stun(data: bytes) -> bool:
 
 # --- ChannelData (RFC 8656 §12.4) and stream framing ---------------------------------------------------------
 
+# RFC 8656 narrowed channel numbers to 0x4000-0x4FFF; RFC 5766 clients (coturn's tools among them)
+# still use 0x4000-0x7FFF, which cannot be confused with STUN (first two bits 0b01), so both are accepted.
+FIRST_CHANNEL, LAST_CHANNEL = 0x4000, 0x7FFF
+
 
 def is_channel_data(data: bytes) -> bool:
-    """Whether ``data`` starts like a ChannelData message (channel 0x4000-0x4FFF)."""
-    return len(data) >= 4 and 0x40 <= data[0] <= 0x4F
+    """Whether ``data`` starts like a ChannelData message (channel 0x4000-0x7FFF)."""
+    return len(data) >= 4 and 0x40 <= data[0] <= 0x7F
 
 
 def decode_channel_data(data: bytes) -> tuple[int, bytes]:
@@ -552,8 +556,8 @@ def decode_channel_data(data: bytes) -> tuple[int, bytes]:
     if len(data) < 4:
         raise StunError(f"ChannelData of {len(data)} bytes is shorter than its header")
     channel = int.from_bytes(data[0:2], "big")
-    if not 0x4000 <= channel <= 0x4FFF:
-        raise StunError(f"channel number 0x{channel:04x} outside 0x4000-0x4FFF")
+    if not FIRST_CHANNEL <= channel <= LAST_CHANNEL:
+        raise StunError(f"channel number 0x{channel:04x} outside 0x4000-0x7FFF")
     length = int.from_bytes(data[2:4], "big")
     if 4 + length > len(data):
         raise StunError(f"ChannelData length {length} exceeds the {len(data) - 4} bytes received")
@@ -562,8 +566,8 @@ def decode_channel_data(data: bytes) -> tuple[int, bytes]:
 
 def encode_channel_data(channel: int, payload: bytes, pad: bool = False) -> bytes:
     """A ChannelData message; ``pad`` rounds it up to 4 bytes, as over TCP (RFC 8656 §12.5)."""
-    if not 0x4000 <= channel <= 0x4FFF:
-        raise StunError(f"channel number 0x{channel:04x} outside 0x4000-0x4FFF")
+    if not FIRST_CHANNEL <= channel <= LAST_CHANNEL:
+        raise StunError(f"channel number 0x{channel:04x} outside 0x4000-0x7FFF")
     if len(payload) > 0xFFFF:
         raise StunError(f"ChannelData payload of {len(payload)} bytes")
     frame = channel.to_bytes(2, "big") + len(payload).to_bytes(2, "big") + bytes(payload)
@@ -586,6 +590,6 @@ def stream_frame_length(buffer: bytes) -> int | None:
         if length % 4:
             raise StunError(f"STUN message length {length} is not a multiple of 4")
         return HEADER_LENGTH + length
-    if 0x40 <= first <= 0x4F:
+    if 0x40 <= first <= 0x7F:
         return 4 + _padded(length)
     raise StunError(f"first byte 0x{first:02x} starts neither a STUN message nor ChannelData")

@@ -352,3 +352,30 @@ def test_browsers_get_ice_servers_for_their_own_account(appliance: Appliance, ad
     expiry, account = turn_server["username"].split(":")
     assert account == "1" and int(expiry) > time.time() + answer["ttl"] - 60
     assert turn_server["credential"] == password_for(secret_of(appliance), turn_server["username"])
+
+
+def test_even_port_reservation_is_handed_to_the_second_allocation(appliance: Appliance):
+    """RTP/RTCP-style pairs (coturn's uclient does this): EVEN-PORT with R reserves the next port."""
+    first, second = RawClient(appliance), RawClient(appliance)
+    try:
+        username, password = credentials(appliance, account=30)
+        _, nonce = first.challenge()
+        rtp = first.authed(Method.ALLOCATE, username, password, nonce, ("REQUESTED-TRANSPORT", 17), ("EVEN-PORT", True))
+        host, port = rtp.get("XOR-RELAYED-ADDRESS")
+        token = rtp.get("RESERVATION-TOKEN")
+        assert port % 2 == 0 and token and len(token) == 8
+        _, nonce = second.challenge()
+        rtcp = second.authed(
+            Method.ALLOCATE, username, password, nonce, ("REQUESTED-TRANSPORT", 17), ("RESERVATION-TOKEN", token)
+        )
+        assert rtcp.get("XOR-RELAYED-ADDRESS") == (host, port + 1)
+        third = RawClient(appliance)
+        _, nonce = third.challenge()
+        reused = third.authed(
+            Method.ALLOCATE, username, password, nonce, ("REQUESTED-TRANSPORT", 17), ("RESERVATION-TOKEN", token)
+        )
+        assert error_code(reused) == 508  # a token is good once
+        third.close()
+    finally:
+        first.close()
+        second.close()

@@ -665,15 +665,15 @@ def test_channel_data_layout():
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"\x40", b"\x40\x00\x00", b"\x40\x00\x00\x05abcd", b"\x3f\xff\x00\x00", b"\x50\x00\x00\x00", b"\xff" * 8],
-    ids=["empty", "one byte", "three bytes", "length past end", "channel 0x3fff", "channel 0x5000", "0xffff"],
+    [b"", b"\x40", b"\x40\x00\x00", b"\x40\x00\x00\x05abcd", b"\x3f\xff\x00\x00", b"\x80\x00\x00\x00", b"\xff" * 8],
+    ids=["empty", "one byte", "three bytes", "length past end", "channel 0x3fff", "channel 0x8000", "0xffff"],
 )
 def test_bad_channel_data_raises_stun_error(data):
     with pytest.raises(StunError):
         stun.decode_channel_data(data)
 
 
-@pytest.mark.parametrize("channel", [0x3FFF, 0x5000, 0, 0xFFFF])
+@pytest.mark.parametrize("channel", [0x3FFF, 0x8000, 0, 0xFFFF])
 def test_encode_channel_data_rejects_bad_channels(channel):
     with pytest.raises(StunError):
         stun.encode_channel_data(channel, b"x")
@@ -686,8 +686,10 @@ def test_encode_channel_data_rejects_oversized_payload():
 
 def test_is_channel_data():
     assert stun.is_channel_data(b"\x40\x00\x00\x00") and stun.is_channel_data(b"\x4f\xff\x00\x00")
+    # RFC 5766's wider range (0x4000-0x7FFF) is accepted for older clients.
+    assert stun.is_channel_data(b"\x50\x00\x00\x00") and stun.is_channel_data(b"\x7f\xff\x00\x00")
     assert not stun.is_channel_data(b"\x40\x00\x00")
-    assert not stun.is_channel_data(b"\x50\x00\x00\x00") and not stun.is_channel_data(b"\x3f\xff\x00\x00")
+    assert not stun.is_channel_data(b"\x80\x00\x00\x00") and not stun.is_channel_data(b"\x3f\xff\x00\x00")
     assert not stun.is_channel_data(SAMPLE_REQUEST)
 
 
@@ -711,7 +713,7 @@ def test_stream_frame_length():
     assert stun.decode(frames[2]).get("SOFTWARE") == "test vector"
 
 
-@pytest.mark.parametrize("data", [b"\x80\x00\x00\x00", b"\x50\x00\x00\x00", b"\xff\xff\xff\xff", b"\x00\x01\x00\x03"])
+@pytest.mark.parametrize("data", [b"\x80\x00\x00\x00", b"\xc0\x00\x00\x00", b"\xff\xff\xff\xff", b"\x00\x01\x00\x03"])
 def test_stream_frame_length_rejects_other_bytes(data):
     with pytest.raises(StunError):
         stun.stream_frame_length(data)
@@ -738,7 +740,7 @@ def _never_anything_but_stun_error(data: bytes) -> None:
         assert again.attributes[: len(carried)] == carried
     try:
         channel, payload = stun.decode_channel_data(data)
-        assert 0x4000 <= channel <= 0x4FFF and len(payload) <= len(data) - 4
+        assert 0x4000 <= channel <= 0x7FFF and len(payload) <= len(data) - 4
     except StunError:
         pass
     try:
