@@ -8,7 +8,7 @@ APT    := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 # Flags for `make run`, e.g. make run ARGS="--port 9000".
 ARGS ?=
 
-.PHONY: run test test-postgres bench binary migration chromium clean
+.PHONY: run test test-postgres bench binary migration test-tools clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,18 +22,20 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/peermr serve $(ARGS)
 
-# Debian's Chromium drives the browser tests (Playwright's own browser downloads are not used).
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq chromium >/dev/null; }
+# Debian packages the tests use as real peers: Chromium drives the browser tests (Playwright's own
+# browser downloads are not used) and coturn's client tools test the TURN server.
+test-tools:
+	@command -v chromium >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1 || \
+		{ $(APT) update -qq && $(APT) install -y -qq chromium coturn >/dev/null; }
 
-test: $(VENV)/.installed chromium
+test: $(VENV)/.installed test-tools
 	$(BIN)/pytest
 
 # The integration tests against a throwaway PostgreSQL cluster (installs Debian's postgresql if missing).
 test-postgres: $(VENV)/.installed
 	packaging/postgres-test.sh
 
-bench: $(VENV)/.installed chromium
+bench: $(VENV)/.installed test-tools
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 binary: $(VENV)/.installed
