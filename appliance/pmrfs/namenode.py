@@ -243,6 +243,30 @@ async def drop_appliance_replica(sha: str) -> None:
         log.error("blob %s is missing or corrupt on the appliance's disk; its appliance replica is forgotten", sha)
 
 
+async def restore_appliance_copies(store: BlobStore, shas: Iterable[str]) -> list[str]:
+    """Bring blobs back onto the appliance's disk from live browsers (after an object is pinned again).
+
+    Uses ``remote_fetcher``; returns the blobs restored. Blobs it cannot fetch now are left as they are.
+    """
+    restored = []
+    for sha in dict.fromkeys(shas):
+        if await has_appliance_replica(sha) and store.exists(sha):
+            continue
+        data = await remote_fetcher(sha) if remote_fetcher is not None else None
+        if data is None:
+            continue
+        try:
+            await store.put(data)
+            try:
+                await add_replica(sha, APPLIANCE)
+            except KeyError:
+                continue  # deleted meanwhile; garbage collection takes the file
+        finally:
+            blobstore.release(sha)
+        restored.append(sha)
+    return restored
+
+
 async def collect_garbage(store: BlobStore) -> list[str]:
     """Delete blobs no object references any more (their replicas with them) and the appliance's files.
 

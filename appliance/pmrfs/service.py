@@ -12,6 +12,7 @@ client went away) removes the files it wrote and records nothing.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import AsyncIterable, AsyncIterator
@@ -29,6 +30,8 @@ from appliance.pmrfs.tables import Blob, Bucket, ObjectBlob, Replica, StoredObje
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+# Tasks started by requests that outlive them (references kept so they are not collected).
+_background: set[asyncio.Task] = set()
 MAX_CONTENT_TYPE = 255
 
 
@@ -98,6 +101,8 @@ class ObjectInfo(msgspec.Struct, frozen=True):
     created_at: dt.datetime
     pinned: bool
     available: bool
+    # How many blobs the object is made of (objects-status lists them).
+    blobs: int
 
 
 class BlobStatus(msgspec.Struct, frozen=True):
@@ -366,6 +371,7 @@ async def commit_object(
         created_at=created,
         pinned=pinned,
         available=True,
+        blobs=len(ingest.blobs),
     )
 
 
@@ -424,7 +430,7 @@ async def _object_blobs(object_ids: list[int]) -> dict[int, list[tuple[int, str,
     return {i: [(b, sha, size) for _, b, sha, size in sorted(blobs)] for i, blobs in found.items()}
 
 
-def _info(bucket: str, row: dict, available: bool) -> ObjectInfo:
+def _info(bucket: str, row: dict, available: bool, blobs: int) -> ObjectInfo:
     return ObjectInfo(
         bucket=bucket,
         key=row["key"],
@@ -433,6 +439,7 @@ def _info(bucket: str, row: dict, available: bool) -> ObjectInfo:
         created_at=row["created_at"],
         pinned=bool(row["pinned"]),
         available=available,
+        blobs=blobs,
     )
 
 
@@ -447,7 +454,10 @@ async def list_objects(
     objects = [o for o in await query if o["key"].startswith(prefix)]
     blobs = await _object_blobs([o["id"] for o in objects])
     replicas = await namenode.replicas_by_blob([b for bs in blobs.values() for b, _, _ in bs])
-    return [_info(bucket, o, all(serving(replicas[b], live) for b, _, _ in blobs[o["id"]])) for o in objects]
+    return [
+        _info(bucket, o, all(serving(replicas[b], live) for b, _, _ in blobs[o["id"]]), len(blobs[o["id"]]))
+        for o in objects
+    ]
 
 
 async def object_status(actor: Actor, bucket: str, key: str, live: LiveHolders = live_holders) -> ObjectStatus:
@@ -460,8 +470,8 @@ async def object_status(actor: Actor, bucket: str, key: str, live: LiveHolders =
         now_serving = serving(replicas[blob_id], live)
         others = sorted({r.holder for r in replicas[blob_id]} - set(now_serving))
         statuses.append(BlobStatus(sha256=sha, size=size, replicas=now_serving, offline=others))
-    info = _info(bucket, obj, all(s.replicas for s in statuses))
-    return ObjectStatus(**msgspec.structs.asdict(info), blobs=statuses)
+    info = _info(bucket, obj, all(s.replicas for s in statuses), len(statuses))
+    return ObjectStatus(**{**msgspec.structs.asdict(info), "blobs": statuses})
 
 
 def _deliverable(replicas: list[ReplicaInfo], live: LiveHolders, has_file: bool) -> bool:
@@ -496,7 +506,7 @@ async def open_object(
             f"Object {bucket}/{key} is unavailable: {missing} of its {len(blobs)} blob(s) have no live replica. "
             "It becomes available again when a browser holding them reconnects."
         )
-    return _info(bucket, obj, True), _stream_blobs(store, [sha for _, sha, _ in blobs])
+    return _info(bucket, obj, True, len(blobs)), _stream_blobs(store, [sha for _, sha, _ in blobs])
 
 
 async def _stream_blobs(store: BlobStore, shas: list[str]) -> AsyncIterator[bytes]:
@@ -530,13 +540,21 @@ async def delete_object(actor: Actor, bucket: str, key: str, store: BlobStore) -
     await namenode.collect_garbage(store)
 
 
-async def set_pinned(actor: Actor, bucket: str, key: str, pinned: bool, live: LiveHolders = live_holders) -> ObjectInfo:
+async def set_pinned(
+    actor: Actor, bucket: str, key: str, pinned: bool, store: BlobStore, live: LiveHolders = live_holders
+) -> ObjectInfo:
     """Pin (keep the appliance copy) or unpin (let it go once browsers hold the replication factor)."""
     key = _key(key)
     async with Bucket._meta.db.transaction():
         obj = await _object_row(actor, bucket, key)
         await StoredObject.update({StoredObject.pinned: pinned}).where(StoredObject.id == obj["id"])
     status = await object_status(actor, bucket, key, live)
+    missing = [b.sha256 for b in status.blobs if APPLIANCE not in b.replicas]
+    if pinned and missing and namenode.remote_fetcher is not None:
+        # Browsers hold it but the appliance let go: fetch the copies back, in the background.
+        task = asyncio.create_task(namenode.restore_appliance_copies(store, missing))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
     return ObjectInfo(
         bucket=bucket,
         key=key,
@@ -545,4 +563,5 @@ async def set_pinned(actor: Actor, bucket: str, key: str, pinned: bool, live: Li
         created_at=status.created_at,
         pinned=pinned,
         available=status.available,
+        blobs=len(status.blobs),
     )

@@ -157,10 +157,12 @@ async def delete_object(
 
 
 @post(f"{STORAGE}/buckets/{{bucket:str}}/objects/pin", opt=access(COORDINATOR), include_in_schema=False)
-async def pin_object(request: Request, bucket: FromPath[str], data: Form[ObjectForm]) -> Response:
+async def pin_object(
+    request: Request, bucket: FromPath[str], data: Form[ObjectForm], settings: NamedDependency[Settings]
+) -> Response:
     pinned = data.pinned == "true"
     try:
-        await service.set_pinned(Actor.of(request.user), bucket, data.key, pinned)
+        await service.set_pinned(Actor.of(request.user), bucket, data.key, pinned, store_for(settings.data_path))
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
     except PmrfsError as exc:

@@ -6,6 +6,7 @@ exactly as the fleet will record them: ``add_replica``/``confirm_replica`` and `
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 
@@ -122,6 +123,19 @@ async def test_release_waits_for_the_replication_factor_on_distinct_live_workers
     _, content = await service.open_object(owner, "data", "unpinned", store, live)
     assert b"".join([chunk async for chunk in content]) == data
 
+    # Pinning it again brings the copies back onto the appliance's disk.
+    assert await namenode.restore_appliance_copies(store, shas) == shas
+    assert all(store.exists(sha) for sha in shas)
+    status = await service.object_status(owner, "data", "unpinned", live)
+    assert [b.replicas for b in status.blobs] == [[APPLIANCE, "worker-a", "worker-b"]] * 2
+    assert sorted(await namenode.release_appliance_copies(store, 2, live)) == sorted(shas)
+    await service.set_pinned(owner, "data", "unpinned", True, store, live)
+    await asyncio.gather(*service._background)
+    assert all(store.exists(sha) for sha in shas)
+    assert await namenode.release_appliance_copies(store, 2, live) == []  # pinned: the copies stay
+    await service.set_pinned(owner, "data", "unpinned", False, store, live)
+    assert sorted(await namenode.release_appliance_copies(store, 2, live)) == sorted(shas)
+
     # Both holders gone: unavailable until one returns.
     live.disconnected("worker-a")
     live.disconnected("worker-b")
@@ -146,7 +160,7 @@ async def test_pinned_objects_keep_their_appliance_copy(pmrfs):
     assert await namenode.release_appliance_copies(store, 2, live) == []
 
     # Unpinning the last pinned reference lets it go.
-    await service.set_pinned(owner, "data", "shared-pinned", False, live)
+    await service.set_pinned(owner, "data", "shared-pinned", False, store, live)
     [sha] = await shas_of(owner, "shared-pinned")
     assert await namenode.release_appliance_copies(store, 2, live) == [sha]
     assert not store.exists(sha)
