@@ -37,7 +37,11 @@ from appliance.fleet import connection as fleet_connection
 from appliance.fleet import routes as fleet_routes
 from appliance.fleet.registry import Fleet
 from appliance.pmrfs import api_routes as pmrfs_api_routes
+from appliance.pmrfs import datanode_routes
 from appliance.pmrfs import ui_routes as pmrfs_ui_routes
+from appliance.pmrfs.blobstore import store_for
+from appliance.pmrfs.datanodes import DataNodes
+from appliance.pmrfs.grants import Grants
 from appliance.resources import static_dir, templates_dir
 from appliance.scheduler import create_scheduler
 from appliance.secret_keys import load_or_create_secrets
@@ -63,6 +67,7 @@ ROUTE_HANDLERS = [
     *turn_routes.ROUTES,
     *pmrfs_api_routes.ROUTES,
     *pmrfs_ui_routes.ROUTES,
+    *datanode_routes.ROUTES,
 ]
 
 
@@ -86,6 +91,10 @@ def create_app(settings: Settings) -> Litestar:
     engine = db.configure(settings)
     scheduler = create_scheduler([*housekeeping.JOBS], settings.timezone)
     turn = TurnService(settings, secrets.turn_secret)
+    fleet = Fleet()
+    datanodes = DataNodes(
+        fleet, store_for(settings.data_path), Grants(secrets.session_key.encode()), settings.replication_factor
+    )
 
     def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
         jinja.engine.globals.update(
@@ -101,11 +110,13 @@ def create_app(settings: Settings) -> Litestar:
         await db.migrate()
         announce_admin(await bootstrap.ensure_admin(settings), settings)
         await turn.start()
+        datanodes.start()
         scheduler.start()
 
     async def stop_services() -> None:
         if scheduler.running:
             scheduler.shutdown(wait=False)
+        await datanodes.stop()
         await turn.stop()
         if settings.uses_postgres:
             await engine.close_connection_pool()
@@ -146,7 +157,7 @@ def create_app(settings: Settings) -> Litestar:
         ),
         exception_handlers=EXCEPTION_HANDLERS,
         dependencies={"settings": Provide(lambda: settings, use_cache=True, sync_to_thread=False)},
-        state=State({"settings": settings, "secrets": secrets, "turn": turn, "fleet": Fleet()}),
+        state=State({"settings": settings, "secrets": secrets, "turn": turn, "fleet": fleet, "datanodes": datanodes}),
         on_startup=[start_services],
         on_shutdown=[stop_services],
     )

@@ -30,6 +30,8 @@ SESSION_COOKIE = "peermr_session"
 WORKER_COOKIE = "peermr_worker"
 API_PREFIX = "/api/"
 WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker")
+# Blob transfers of worker browsers (each also needs a grant, see pmrfs/grants.py).
+WORKER_PREFIXES = ("/pmrfs/blobs/",)
 
 PUBLIC = "public"
 WORKER_BROWSER = "worker-browser"  # an enrolled worker browser or any signed-in user
@@ -74,7 +76,8 @@ class AuthenticationMiddleware(ASGIMiddleware):
             return None
         key = conn.cookies.get(SESSION_COOKIE)
         principal = await sessions.resolve(key, sessions.DASHBOARD, self.idle) if key else None
-        if principal is None and path in WORKER_PATHS and (key := conn.cookies.get(WORKER_COOKIE)):
+        worker_path = path in WORKER_PATHS or path.startswith(WORKER_PREFIXES)
+        if principal is None and worker_path and (key := conn.cookies.get(WORKER_COOKIE)):
             principal = await sessions.resolve(key, sessions.WORKER, sessions.MAX_AGE)
         return principal
 

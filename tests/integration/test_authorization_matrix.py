@@ -121,6 +121,17 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(200)),
     ("POST", "/enrol/{token:str}"): ("/enrol/{link_token}", {}, everyone(303)),
     ("GET", "/worker"): ("/worker", {}, {**SIGNED_IN, "enrolled": 200}),
+    # Blob endpoints for worker browsers: without a valid grant in the URL, refused.
+    ("GET", "/pmrfs/blobs/{sha256:str}"): (
+        "/pmrfs/blobs/" + "0" * 64,
+        {},
+        {**ADMINS, "enrolled": 403, "worker": 403, "coordinator": 403, "admin": 403},
+    ),
+    ("PUT", "/pmrfs/blobs/{sha256:str}"): (
+        "/pmrfs/blobs/" + "0" * 64,
+        {},
+        {**ADMINS, "enrolled": 403, "worker": 403, "coordinator": 403, "admin": 403},
+    ),
     ("GET", "/worker/start"): ("/worker/start", {}, everyone(200)),
     ("POST", "/worker/session"): ("/worker/session", {"json": {"token": "pmr_not-a-token"}}, everyone(401)),
     ("GET", "/worker/ice-servers"): ("/worker/ice-servers", {}, {**SIGNED_IN, "enrolled": 200}),
@@ -292,6 +303,8 @@ def test_route_authorization(appliance, callers, method, route, caller):
         response = client.get(path, headers=headers)
     elif method in ("PUT", "DELETE"):
         response = client.request(method, path, headers=headers)
+    elif method == "PUT":
+        response = client.put(path, content=b"x", headers=headers)
     elif "json" in data:
         response = client.post(path, json=data["json"], headers={**headers, "x-csrftoken": client.csrf()})
     else:

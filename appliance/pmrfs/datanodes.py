@@ -1,0 +1,243 @@
+"""Browsers as PMRFS datanodes: placement, re-replication, and reading blobs back from browsers.
+
+Listens to the fleet. When a worker joins, its reported blobs are reconciled
+with the namenode; whenever a blob has fewer live browser replicas than the
+replication factor, a copy is made on another eligible browser: from the
+appliance's own copy over HTTP, or from a browser holding it over a WebRTC
+transfer the fleet arranges. Once enough browsers hold an unpinned blob, the
+appliance's copy is released. A private bucket's blobs only go to browsers of
+the bucket's owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from piccolo.query.functions.aggregate import Sum
+
+from appliance.fleet import protocol as p
+from appliance.fleet.registry import Fleet, Worker
+from appliance.fleet.transfers import Transfer
+from appliance.pmrfs import namenode
+from appliance.pmrfs.blobstore import BlobStore, sha256_hex
+from appliance.pmrfs.grants import Grants
+from appliance.pmrfs.namenode import APPLIANCE, live_holders
+from appliance.pmrfs.tables import Blob
+
+log = logging.getLogger(__name__)
+
+LOOP_SECONDS = 2.0
+MAX_IN_FLIGHT = 8
+REQUEST_TIMEOUT = 60.0
+
+
+class DataNodes:
+    def __init__(self, fleet: Fleet, store: BlobStore, grants: Grants, factor: int):
+        self.fleet = fleet
+        self.store = store
+        self.grants = grants
+        self.factor = factor
+        self.wake = asyncio.Event()
+        self.in_flight: set[tuple[str, str]] = set()  # (sha256, target worker)
+        self.uploads: dict[tuple[str, str], asyncio.Future[bytes]] = {}  # (sha256, worker) -> bytes PUT
+        self.task: asyncio.Task | None = None
+        self.background: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.fleet.listeners.append(self)
+        namenode.remote_fetcher = self.fetch_from_browsers
+        self.task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        namenode.remote_fetcher = None
+        for task in [self.task, *self.background]:
+            if task:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    # ------------------------------------------------------------ fleet events
+
+    def worker_joined(self, worker: Worker, blobs: list[str]) -> None:
+        live_holders.connected(worker.worker_id)
+        self._spawn(self._reconcile(worker, blobs))
+
+    def worker_left(self, worker: Worker) -> None:
+        live_holders.disconnected(worker.worker_id)
+        self.wake.set()
+
+    def blobs_dropped(self, worker: Worker, blobs: list[str]) -> None:
+        async def forget() -> None:
+            for sha in blobs:
+                await namenode.remove_replica(sha, worker.worker_id)
+            self.wake.set()
+
+        self._spawn(forget())
+
+    def transfer_finished(self, transfer: Transfer, ok: bool, reason: str) -> None:
+        # The replica itself is recorded by _copy_between_browsers, which awaits the same transfer.
+        if not ok:
+            log.info(
+                "transfer of %s from %s to %s failed: %s", transfer.sha256, transfer.source, transfer.target, reason
+            )
+
+    # ------------------------------------------------------------ reconcile
+
+    async def _reconcile(self, worker: Worker, reported: list[str]) -> None:
+        """After a (re)connect: what the tab holds is what counts."""
+        recorded = set(await namenode.blobs_held_by(worker.worker_id))
+        held = set(reported)
+        for sha in recorded - held:
+            await namenode.remove_replica(sha, worker.worker_id)
+        for sha in held - recorded:
+            # Not ours to keep (deleted meanwhile, or never recorded): the tab frees the space.
+            await worker.send(p.BlobDelete(sha256=sha))
+        kept = sorted(held & recorded)
+        worker.blobs = len(kept)
+        worker.bytes_held = await _total_size(kept)
+        self.wake.set()
+
+    # ------------------------------------------------------------ placement loop
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), LOOP_SECONDS)
+            self.wake.clear()
+            try:
+                await self._place()
+                await namenode.release_appliance_copies(self.store, self.factor)
+            except Exception:
+                log.exception("PMRFS placement round failed; retrying")
+
+    async def _place(self) -> None:
+        if not self.fleet.workers:
+            return
+        for need in await namenode.replication_report(self.factor):
+            # Copies already on their way count: never more replicas than the factor.
+            coming = sum(1 for sha, _ in self.in_flight if sha == need.sha256)
+            for _ in range(need.missing - coming):
+                if len(self.in_flight) >= MAX_IN_FLIGHT:
+                    return
+                target = await self._target_for(need.sha256, need.size, need.live_workers)
+                if target is None:
+                    break
+                if await namenode.has_appliance_replica(need.sha256) and self.store.exists(need.sha256):
+                    job = self._copy_from_appliance(need.sha256, need.size, target)
+                elif need.live_workers and (source := self.fleet.get(need.live_workers[0])) is not None:
+                    job = self._copy_between_browsers(need.sha256, need.size, source, target)
+                else:
+                    break
+                self._start(need.sha256, target, job)
+
+    async def _target_for(self, sha: str, size: int, holders: list[str]) -> Worker | None:
+        owners = await namenode.private_owners(sha)
+        if len(owners) > 1:
+            return None  # in two accounts' private buckets: it stays on the appliance
+        busy_targets = {t for s, t in self.in_flight if s == sha}
+        candidates = [
+            w
+            for w in self.fleet.workers.values()
+            if w.worker_id not in holders
+            and w.worker_id not in busy_targets
+            and not w.paused
+            and (not owners or w.account_id in owners)
+            and _free_space(w) >= size
+        ]
+        # Spread: the browser holding the least goes first.
+        return min(candidates, key=lambda w: (w.bytes_held, w.connected_at), default=None)
+
+    def _start(self, sha: str, target: Worker, job) -> None:
+        key = (sha, target.worker_id)
+        self.in_flight.add(key)
+
+        async def run() -> None:
+            try:
+                if await job:
+                    await namenode.confirm_replica(sha, target.worker_id)
+                    target.blobs += 1
+                    target.bytes_held += await _size_of(sha)
+            except Exception as exc:
+                log.info("copy of %s to %s failed: %s", sha, target.worker_id, exc)
+            finally:
+                self.in_flight.discard(key)
+                self.wake.set()
+
+        self._spawn(run())
+
+    async def _copy_from_appliance(self, sha: str, size: int, target: Worker) -> bool:
+        url = self.grants.url("fetch", sha, target.worker_id)
+        reply = await target.request(
+            lambda i: p.BlobFetch(id=i, sha256=sha, size=size, url=url), timeout=REQUEST_TIMEOUT
+        )
+        return isinstance(reply, p.BlobStored) and reply.sha256 == sha
+
+    async def _copy_between_browsers(self, sha: str, size: int, source: Worker, target: Worker) -> bool:
+        transfer = self.fleet.transfers.arrange(sha, size, source.worker_id, target.worker_id)
+        await target.send(p.BlobReceive(transfer_id=transfer.id, sha256=sha, size=size, from_=source.worker_id))
+        await source.send(p.BlobSend(transfer_id=transfer.id, sha256=sha, to=target.worker_id))
+        try:
+            ok, _ = await asyncio.wait_for(asyncio.shield(transfer.done), REQUEST_TIMEOUT)
+        except TimeoutError:
+            self.fleet.transfers.finish(transfer, False, "timed out")
+            return False
+        return ok
+
+    # ------------------------------------------------------------ reading back
+
+    async def fetch_from_browsers(self, sha: str) -> bytes | None:
+        """The blob's bytes from a live browser replica (it PUTs them to us), verified; None if none could."""
+        for replica in await namenode.replicas_of(sha):
+            worker = self.fleet.get(replica.holder) if replica.holder != APPLIANCE else None
+            if worker is None or not replica.confirmed:
+                continue
+            key = (sha, worker.worker_id)
+            arrived = self.uploads[key] = asyncio.get_running_loop().create_future()
+            try:
+                url = self.grants.url("upload", sha, worker.worker_id)
+                reply = await worker.request(lambda i, u=url: p.BlobUpload(id=i, sha256=sha, url=u), REQUEST_TIMEOUT)
+                if isinstance(reply, p.BlobUploaded):
+                    return await asyncio.wait_for(arrived, 5)
+                if isinstance(reply, p.BlobFailed) and reply.reason == "missing":
+                    await namenode.remove_replica(sha, worker.worker_id)
+            except (TimeoutError, ConnectionError) as exc:
+                log.info("could not read %s back from %s: %s", sha, worker.worker_id, exc)
+            finally:
+                self.uploads.pop(key, None)
+        return None
+
+    def uploaded(self, sha: str, worker_id: str, data: bytes) -> bool:
+        """Bytes a worker PUT for a fetch_from_browsers request; False if not asked for or corrupt."""
+        waiter = self.uploads.get((sha, worker_id))
+        if waiter is None or waiter.done() or sha256_hex(data) != sha:
+            return False
+        waiter.set_result(data)
+        return True
+
+
+def _free_space(worker: Worker) -> int:
+    caps = worker.capabilities
+    if not caps.storage_quota:
+        return 1 << 62  # the browser did not say: assume room
+    return caps.storage_quota - caps.storage_usage - worker.bytes_held
+
+
+async def _size_of(sha: str) -> int:
+    return await _total_size([sha])
+
+
+async def _total_size(shas: list[str]) -> int:
+    total = 0
+    for part in namenode.chunks(shas):
+        row = await Blob.select(Sum(Blob.size).as_alias("n")).where(Blob.sha256.is_in(part)).first()
+        total += int(row["n"] or 0) if row else 0
+    return total
