@@ -78,9 +78,12 @@ class BlobStore:
                 path.unlink()
         return None
 
-    def _write(self, sha: str, data: bytes) -> bool:
-        """Store ``data`` under ``sha`` unless a good copy is there already; True when a file was written."""
-        if sha256_hex(data) != sha:
+    def _write(self, sha: str, data: bytes, *, hashed: bool = False) -> bool:
+        """Store ``data`` under ``sha`` unless a good copy is there already; True when a file was written.
+
+        ``hashed``: the caller has just computed ``sha`` from ``data`` itself.
+        """
+        if not hashed and sha256_hex(data) != sha:
             raise ValueError(f"content does not match {sha}")
         path = self.path(sha)
         if path.is_file() and self._read_verified(sha) is not None:
@@ -121,7 +124,7 @@ class BlobStore:
         sha = await asyncio.to_thread(sha256_hex, data)
         hold(sha)
         try:
-            written = await asyncio.to_thread(self._write, sha, data)
+            written = await asyncio.to_thread(self._write, sha, data, hashed=True)
         except BaseException:
             release(sha)
             raise

@@ -420,7 +420,7 @@ async def _object_row(actor: Actor, bucket: str, key: str) -> dict:
 
 async def _object_blobs(object_ids: list[int]) -> dict[int, list[tuple[int, str, int]]]:
     """object id -> its blobs in order, as (blob id, sha256, size)."""
-    found: dict[int, list[tuple[int, int, str, int]]] = {i: [] for i in object_ids}
+    found: dict[int, list[tuple[int, int, str, int]]] = {i: [] for i in object_ids}  # (position, id, sha, size)
     for part in chunks(object_ids):
         rows = await ObjectBlob.select(
             ObjectBlob.stored_object, ObjectBlob.position, ObjectBlob.blob, ObjectBlob.blob.sha256, ObjectBlob.blob.size

@@ -10,7 +10,17 @@ if (form && box) {
   // htmx reports the request body's progress, then the (small) response's: keep to the larger total.
   let uploadTotal = 0;
 
-  form.addEventListener("htmx:beforeRequest", () => {
+  form.addEventListener("htmx:beforeRequest", (event) => {
+    // Refuse at once what the appliance would refuse only after the browser started sending it.
+    const file = form.querySelector("input[type=file]").files[0];
+    const limit = Number(form.dataset.maxBytes);
+    if (file && limit && file.size > limit) {
+      event.preventDefault();
+      box.hidden = false;
+      bar.value = 0;
+      text.textContent = `${file.name} is larger than the limit of ${(limit / 1048576).toFixed(1)} MiB.`;
+      return;
+    }
     uploadTotal = 0;
     bar.value = 0;
     text.textContent = "starting…";
