@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 
 from piccolo.query.functions.aggregate import Sum
 
@@ -133,7 +134,8 @@ class DataNodes:
                     break
                 if await namenode.has_appliance_replica(need.sha256) and self.store.exists(need.sha256):
                     job = self._copy_from_appliance(need.sha256, need.size, target)
-                elif need.live_workers and (source := self.fleet.get(need.live_workers[0])) is not None:
+                elif need.live_workers and (source := self.fleet.get(random.choice(need.live_workers))) is not None:
+                    # A random holder: a failed or corrupt copy is retried from another replica next round.
                     job = self._copy_between_browsers(need.sha256, need.size, source, target)
                 else:
                     break
