@@ -38,6 +38,7 @@ from appliance.fleet import routes as fleet_routes
 from appliance.fleet.registry import Fleet
 from appliance.pmrfs import api_routes as pmrfs_api_routes
 from appliance.pmrfs import datanode_routes
+from appliance.pmrfs import housekeeping as pmrfs_housekeeping
 from appliance.pmrfs import ui_routes as pmrfs_ui_routes
 from appliance.pmrfs.blobstore import store_for
 from appliance.pmrfs.datanodes import DataNodes
@@ -89,12 +90,11 @@ def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -
 def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
-    scheduler = create_scheduler([*housekeeping.JOBS], settings.timezone)
+    store = store_for(settings.data_path)
+    scheduler = create_scheduler([*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store)], settings.timezone)
     turn = TurnService(settings, secrets.turn_secret)
     fleet = Fleet()
-    datanodes = DataNodes(
-        fleet, store_for(settings.data_path), Grants(secrets.session_key.encode()), settings.replication_factor
-    )
+    datanodes = DataNodes(fleet, store, Grants(secrets.session_key.encode()), settings.replication_factor)
 
     def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
         jinja.engine.globals.update(

@@ -113,6 +113,7 @@ class TurnServer:
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         self._udp, _ = await loop.create_datagram_endpoint(lambda: _UdpListener(self), local_addr=(host, port))
+        _large_buffers(self._udp.get_extra_info("socket"))
         self._tcp = await loop.create_server(lambda: _TcpConnection(self), host, port)
         self.addresses = [self._udp.get_extra_info("sockname")[:2]]
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -303,6 +304,7 @@ class TurnServer:
         if port in self.ports_in_use or not self.min_port <= port <= self.max_port:
             return None
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+        _large_buffers(sock)
         try:
             sock.bind((host, port))
         except OSError:
@@ -469,6 +471,17 @@ class TurnServer:
 
     def unregister(self, five_tuple: FiveTuple) -> None:
         self._clients.pop(five_tuple, None)
+
+
+# Bursts from many clients arrive faster than one event loop drains them; the kernel's
+# default buffers (about 200 KiB) would drop them. The kernel caps this at net.core.rmem_max.
+SOCKET_BUFFER = 4 * 1024 * 1024
+
+
+def _large_buffers(sock) -> None:
+    for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
 
 
 def _lifetime(requested: int | None) -> int:
