@@ -30,7 +30,7 @@ from appliance.pmrfs.tables import Blob
 log = logging.getLogger(__name__)
 
 LOOP_SECONDS = 2.0
-MAX_IN_FLIGHT = 8
+MAX_IN_FLIGHT = 16
 REQUEST_TIMEOUT = 60.0
 
 

@@ -13,7 +13,11 @@ export class DataNode {
     this.send = send;
     this.iceServers = iceServers;   // function returning the ICE servers of the welcome
     this.onChange = onChange;
-    this.peers = new Map();         // transferId -> RTCPeerConnection
+    this.outgoing = new Map();      // peer worker id -> the connection this tab opened to it
+    this.incoming = new Map();      // peer worker id -> the connection it opened to this tab
+    this.signaling = new Map();     // transferId -> the connection its signals are for
+    this.expected = new Map();      // transferId -> {sha256, size, from} of a blob to receive
+    this.early = new Map();         // transferId -> candidates that came before the offer
   }
 
   async handle(message) {
@@ -65,19 +69,36 @@ export class DataNode {
     this.onChange();
   }
 
-  peer(transferId) {
+  // Connections are kept per peer and direction and reused: the next blob to the same browser
+  // opens one more data channel on the established connection, without signaling, ICE or DTLS.
+  connect(transferId) {
     const pc = new RTCPeerConnection({iceServers: this.iceServers()});
-    this.peers.set(transferId, pc);
     pc.onicecandidate = ({candidate}) => candidate && this.send({type: 'signal', transferId, data: {candidate}});
-    const close = () => { pc.close(); this.peers.delete(transferId); };
-    pc.onconnectionstatechange = () => ['failed', 'closed'].includes(pc.connectionState) && close();
-    setTimeout(close, 120_000);
+    this.signaling.set(transferId, pc);
     return pc;
   }
 
+  usable(pc) {
+    return pc && !['failed', 'closed', 'disconnected'].includes(pc.connectionState);
+  }
+
   async signal({transferId, data}) {
-    const pc = this.peers.get(transferId);
-    if (!pc) return;
+    let pc = this.signaling.get(transferId);
+    if (!pc && data.sdp?.type === 'offer') {
+      // A new connection from a sender (the first blob, or its previous connection died).
+      const expected = this.expected.get(transferId);
+      if (!expected) return;
+      pc = this.connect(transferId);
+      pc.ondatachannel = ({channel}) => this.receiveChannel(channel);
+      this.incoming.get(expected.from)?.close();
+      this.incoming.set(expected.from, pc);
+      for (const candidate of this.early.get(transferId) || []) (pc.pendingCandidates ||= []).push(candidate);
+      this.early.delete(transferId);
+    }
+    if (!pc) {
+      if (data.candidate) this.early.set(transferId, [...(this.early.get(transferId) || []), data.candidate]);
+      return;
+    }
     if (data.sdp) {
       await pc.setRemoteDescription(data.sdp);
       // Candidates that came before the description can be added now.
@@ -93,14 +114,19 @@ export class DataNode {
     }
   }
 
-  async sendToPeer({transferId, sha256}) {
+  async sendToPeer({transferId, sha256, to}) {
     const bytes = await this.getStore().get(sha256);
     if (!bytes) {
       this.send({type: 'blob-failed', transferId, sha256, reason: 'missing'});
       return;
     }
-    const pc = this.peer(transferId);
-    const channel = pc.createDataChannel('blob', {ordered: true});
+    let pc = this.outgoing.get(to);
+    const fresh = !this.usable(pc);
+    if (fresh) {
+      pc = this.connect(transferId);
+      this.outgoing.set(to, pc);
+    }
+    const channel = pc.createDataChannel(`blob:${transferId}`, {ordered: true});
     channel.binaryType = 'arraybuffer';
     channel.bufferedAmountLowThreshold = HIGH_WATER / 2;
     channel.onopen = async () => {
@@ -113,33 +139,43 @@ export class DataNode {
       channel.send('end');
       this.send({type: 'transfer-bytes', transferId, bytes: bytes.byteLength});
     };
-    await pc.setLocalDescription(await pc.createOffer());
-    this.send({type: 'signal', transferId, data: {sdp: pc.localDescription.toJSON()}});
+    if (fresh) {
+      await pc.setLocalDescription(await pc.createOffer());
+      this.send({type: 'signal', transferId, data: {sdp: pc.localDescription.toJSON()}});
+    }
   }
 
-  async receiveFromPeer({transferId, sha256, size}) {
-    const pc = this.peer(transferId);
-    pc.ondatachannel = ({channel}) => {
-      channel.binaryType = 'arraybuffer';
-      const buffer = new Uint8Array(size);
-      let received = 0;
-      channel.onmessage = async ({data}) => {
-        if (typeof data !== 'string') {
-          if (received + data.byteLength > size) { channel.close(); return; }  // more than announced: refuse
-          buffer.set(new Uint8Array(data), received);
-          received += data.byteLength;
-          return;
-        }
-        this.send({type: 'transfer-bytes', transferId, bytes: received});
-        try {
-          if (received !== size) throw new Error(`short transfer: ${received} of ${size} bytes`);
-          await this.verifyAndStore(sha256, buffer.buffer);
-          this.send({type: 'blob-stored', transferId, sha256, size});
-        } catch (e) {
-          this.send({type: 'blob-failed', transferId, sha256, reason: String(e.message || e).slice(0, 200)});
-        }
-        channel.close();
-      };
+  receiveFromPeer({transferId, sha256, size, from}) {
+    // The data arrives on a channel labelled with the transfer, on a new or an existing connection.
+    this.expected.set(transferId, {sha256, size, from});
+    setTimeout(() => { this.expected.delete(transferId); this.signaling.delete(transferId); }, 120_000);
+  }
+
+  receiveChannel(channel) {
+    const transferId = channel.label.replace(/^blob:/, '');
+    const expected = this.expected.get(transferId);
+    if (!expected) { channel.close(); return; }  // nothing was arranged under this name
+    const {sha256, size} = expected;
+    channel.binaryType = 'arraybuffer';
+    const buffer = new Uint8Array(size);
+    let received = 0;
+    channel.onmessage = async ({data}) => {
+      if (typeof data !== 'string') {
+        if (received + data.byteLength > size) { channel.close(); return; }  // more than announced: refuse
+        buffer.set(new Uint8Array(data), received);
+        received += data.byteLength;
+        return;
+      }
+      this.expected.delete(transferId);
+      this.send({type: 'transfer-bytes', transferId, bytes: received});
+      try {
+        if (received !== size) throw new Error(`short transfer: ${received} of ${size} bytes`);
+        await this.verifyAndStore(sha256, buffer.buffer);
+        this.send({type: 'blob-stored', transferId, sha256, size});
+      } catch (e) {
+        this.send({type: 'blob-failed', transferId, sha256, reason: String(e.message || e).slice(0, 200)});
+      }
+      channel.close();
     };
   }
 }
