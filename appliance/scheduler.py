@@ -28,5 +28,7 @@ def create_scheduler(jobs: list[PeriodicJob], timezone: str) -> AsyncIOScheduler
     scheduler = AsyncIOScheduler(timezone=ZoneInfo(timezone))
     for job in jobs:
         # coalesce: after a pause run once, not once per missed tick.
-        scheduler.add_job(job.func, job.trigger, id=job.id, coalesce=True, max_instances=1, **job.trigger_args)
+        scheduler.add_job(
+            job.func, job.trigger, id=job.id, name=job.id, coalesce=True, max_instances=1, **job.trigger_args
+        )
     return scheduler
