@@ -191,3 +191,47 @@ async def test_unknown_blobs_are_deleted_and_foreign_signals_refused(appliance, 
         assert worker.errors[0]["code"] == "not-allowed"
     finally:
         await worker.stop()
+
+
+async def test_replication_factor_is_kept_under_churn(appliance, accounts):
+    """A pinned object: the appliance keeps its copy, and refills browsers as they leave or clear their data."""
+    api = httpx.AsyncClient(
+        base_url=appliance.url, headers={"Authorization": f"Bearer {accounts['token']}"}, timeout=60
+    )
+    cookie = await signed_in_cookie(appliance, "owner@example.com", "place-password-1")
+    workers = [await SimDataNode(appliance, cookie).start() for _ in range(3)]
+    live = list(workers)
+    try:
+        assert (await api.put("/api/v1/buckets/placement-churn")).status_code in (200, 201)
+        payload = os.urandom(1024 * 1024)
+        put = await api.put("/api/v1/buckets/placement-churn/objects/one.bin?pin=true", content=payload)
+        assert put.status_code in (200, 201), put.text
+
+        async def browser_holders() -> set[str]:
+            state = (await api.get("/api/v1/objects-status/placement-churn/one.bin")).json()
+            (blob,) = state["blobs"]
+            assert "appliance" in blob["replicas"]  # pinned: the appliance's copy stays
+            return set(blob["replicas"]) - {"appliance"}
+
+        async def factor_met():
+            holders = await browser_holders()
+            return holders if len(holders) == 2 and holders <= {w.worker_id for w in live} else None
+
+        holders = await wait_for(factor_met)
+        # A holder leaves: the third browser gets a copy.
+        leaving = next(w for w in live if w.worker_id in holders)
+        await leaving.stop()
+        live.remove(leaving)
+        assert await wait_for(factor_met) == {w.worker_id for w in live}
+        # A holder clears its stored data: it is refilled, since no other browser is left.
+        clearing = live[0]
+        dropped = sorted(clearing.blobs)
+        clearing.blobs.clear()
+        fetches_before = clearing.commands.count("blob-fetch")
+        await clearing.send({"type": "blobs-dropped", "sha256": dropped})
+        await wait_for(lambda: asyncio.sleep(0, result=clearing.commands.count("blob-fetch") > fetches_before))
+        assert await wait_for(factor_met) == {w.worker_id for w in live}
+    finally:
+        for worker in live:
+            await worker.stop()
+        await api.aclose()
