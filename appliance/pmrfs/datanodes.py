@@ -123,9 +123,12 @@ class DataNodes:
     async def _place(self) -> None:
         if not self.fleet.workers:
             return
+        # Copies on their way when the round starts still count if they finish while the report is read:
+        # the report may predate their confirmation. Erring this way only delays a copy to the next round.
+        started_before = set(self.in_flight)
         for need in await namenode.replication_report(self.factor):
             # Copies already on their way count: never more replicas than the factor.
-            coming = sum(1 for sha, _ in self.in_flight if sha == need.sha256)
+            coming = sum(1 for sha, _ in started_before | self.in_flight if sha == need.sha256)
             for _ in range(need.missing - coming):
                 if len(self.in_flight) >= MAX_IN_FLIGHT:
                     return

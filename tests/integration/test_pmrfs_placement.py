@@ -102,7 +102,7 @@ async def signed_in_cookie(appliance: Appliance, email: str, password: str) -> s
         return f"peermr_session={client.cookies['peermr_session']}"
 
 
-async def wait_for(predicate, timeout: float = 30):
+async def wait_for(predicate, timeout: float = 60):
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
         if result := await predicate():
