@@ -112,6 +112,8 @@ def start_ours(data_dir: Path, secret: str) -> tuple[Appliance, int]:
             "PEERMR_TURN_ALLOWED_PEERS": f"{HOST}/32",
             "PEERMR_TURN_MIN_PORT": str(low),
             "PEERMR_TURN_MAX_PORT": str(high),
+            # Like coturn's default (no --max-bps): the same configuration for both servers.
+            "PEERMR_TURN_BANDWIDTH_PER_ALLOCATION": "0",
         },
     )
     try:

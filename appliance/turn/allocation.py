@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import secrets
 import socket
 import time
@@ -51,12 +52,16 @@ class RelaySocket:
     """
 
     MAX_DATAGRAM = 65_535
+    # Datagrams held while the kernel's send buffer is full; past this they are dropped.
+    MAX_BACKLOG = 4 * 1024 * 1024
 
     def __init__(self, sock: socket.socket, on_datagram: Callable[[bytes, tuple[str, int]], None]):
         self.sock = sock
         self.on_datagram = on_datagram
         sock.setblocking(False)
         self.loop = asyncio.get_running_loop()
+        self.backlog: collections.deque[tuple[bytes, tuple[str, int]]] = collections.deque()
+        self.backlog_bytes = 0
         self.loop.add_reader(sock.fileno(), self._readable)
 
     def _readable(self) -> None:
@@ -70,13 +75,39 @@ class RelaySocket:
             self.on_datagram(data, (addr[0], addr[1]))
 
     def sendto(self, data: bytes, peer: tuple[str, int]) -> None:
+        if self.backlog:
+            self._queue(data, peer)
+            return
         try:
             self.sock.sendto(data, peer)
+        except (BlockingIOError, InterruptedError):
+            # The kernel's send buffer is full (a TCP client delivers bursts): wait for room, do not drop.
+            self._queue(data, peer)
+            self.loop.add_writer(self.sock.fileno(), self._writable)
         except OSError:
-            pass  # a full buffer or unreachable peer drops the datagram, as UDP would
+            pass  # an unreachable peer: the datagram is lost, as UDP would lose it
+
+    def _queue(self, data: bytes, peer: tuple[str, int]) -> None:
+        if self.backlog_bytes + len(data) <= self.MAX_BACKLOG:
+            self.backlog.append((data, peer))
+            self.backlog_bytes += len(data)
+
+    def _writable(self) -> None:
+        while self.backlog:
+            data, peer = self.backlog[0]
+            try:
+                self.sock.sendto(data, peer)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                pass
+            self.backlog.popleft()
+            self.backlog_bytes -= len(data)
+        self.loop.remove_writer(self.sock.fileno())
 
     def close(self) -> None:
         self.loop.remove_reader(self.sock.fileno())
+        self.loop.remove_writer(self.sock.fileno())
         self.sock.close()
 
 

@@ -474,14 +474,20 @@ class TurnServer:
 
 
 # Bursts from many clients arrive faster than one event loop drains them; the kernel's
-# default buffers (about 200 KiB) would drop them. The kernel caps this at net.core.rmem_max.
-SOCKET_BUFFER = 4 * 1024 * 1024
+# default buffers (about 200 KiB) would drop them.
+SOCKET_BUFFER = 16 * 1024 * 1024
+# Linux's option numbers (the socket module does not name them).
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
 
 
 def _large_buffers(sock) -> None:
-    for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
+    for option, forced in ((socket.SO_RCVBUF, SO_RCVBUFFORCE), (socket.SO_SNDBUF, SO_SNDBUFFORCE)):
+        try:
+            # Past net.core.rmem_max where the process may (CAP_NET_ADMIN), else up to it.
+            sock.setsockopt(socket.SOL_SOCKET, forced, SOCKET_BUFFER)
+        except OSError:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
 
 
 def _lifetime(requested: int | None) -> int:
