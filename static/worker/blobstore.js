@@ -34,14 +34,20 @@ export class BlobStore {
     return result;
   }
 
-  put(sha256, bytes) { return this.transaction('readwrite', s => request(s.put(bytes, sha256))); }
-  get(sha256) { return this.transaction('readonly', s => request(s.get(sha256))); }
+  // Stored as Blobs: the browser keeps large ones as files instead of serialising them into its database.
+  put(sha256, bytes) { return this.transaction('readwrite', s => request(s.put(new Blob([bytes]), sha256))); }
+
+  async get(sha256) {
+    const value = await this.transaction('readonly', s => request(s.get(sha256)));
+    return value instanceof Blob ? value.arrayBuffer() : value;
+  }
+
   delete(sha256) { return this.transaction('readwrite', s => request(s.delete(sha256))); }
   keys() { return this.transaction('readonly', s => request(s.getAllKeys())); }
 
   async usage() {
     const values = await this.transaction('readonly', s => request(s.getAll()));
-    return {blobs: values.length, bytes: values.reduce((n, v) => n + v.byteLength, 0)};
+    return {blobs: values.length, bytes: values.reduce((n, v) => n + (v.size ?? v.byteLength), 0)};
   }
 
   async clear() {
