@@ -9,7 +9,8 @@ import msgspec
 from appliance.accounts import credentials
 from appliance.accounts.sessions import Principal
 from appliance.accounts.tables import ApiToken
-from appliance.accounts.users import AccountError, now
+from appliance.accounts.users import AccountError
+from appliance.clock import now
 
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 MAX_TOKENS_PER_USER = 50

@@ -58,6 +58,8 @@ class PasswordChangeRequired(Exception):
 
 class AuthenticationMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP, ScopeType.WEBSOCKET)
+    # Public paths that never look at the caller: no session lookup for every stylesheet and probe.
+    exclude_path_pattern = ("^/static/", "^/healthz$", "^/metrics$")
 
     def __init__(self, idle: dt.timedelta) -> None:
         self.idle = idle

@@ -8,7 +8,8 @@ import msgspec
 
 from appliance.accounts import credentials
 from appliance.accounts.tables import EnrolmentLink, User
-from appliance.accounts.users import AccountError, now
+from appliance.accounts.users import AccountError
+from appliance.clock import now
 
 MAX_LIFETIME = dt.timedelta(days=365)
 

@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 
 from appliance.accounts.tables import LoginFailure, Session
-from appliance.accounts.users import now
+from appliance.clock import now
 from appliance.scheduler import PeriodicJob
 
 log = logging.getLogger(__name__)

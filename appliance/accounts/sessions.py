@@ -8,7 +8,7 @@ import msgspec
 
 from appliance.accounts import credentials
 from appliance.accounts.tables import Session
-from appliance.accounts.users import now
+from appliance.clock import now
 
 # Sessions are slid forward at most this often, to spare a write per request.
 TOUCH_INTERVAL = dt.timedelta(minutes=1)

@@ -11,7 +11,7 @@ import datetime as dt
 import math
 
 from appliance.accounts.tables import LoginFailure
-from appliance.accounts.users import now
+from appliance.clock import now
 
 # A client address may fail this many times more than one email before it is refused.
 CLIENT_FACTOR = 4

@@ -11,6 +11,7 @@ from piccolo.query.functions.aggregate import Count
 from appliance.accounts import credentials
 from appliance.accounts.passwords import WeakPassword, check_strength, hash_password, verify_password
 from appliance.accounts.tables import Role, Session, User
+from appliance.clock import now
 
 # Deliberately loose: one @, no spaces, a dot in the domain. Delivery is not our concern.
 EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
@@ -34,10 +35,6 @@ class Account(msgspec.Struct, frozen=True):
     @property
     def is_admin(self) -> bool:
         return self.role == Role.admin.value
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def normalise_email(email: str) -> str:

@@ -245,12 +245,7 @@ async def worker_socket(socket: WebSocket) -> None:
         await socket.close(code=CLOSE_POLICY, reason="cross-site connection refused")
         return
     await socket.accept()
-    turn = socket.app.state.turn
-
-    def ice_servers(account_id: int) -> list[dict]:
-        return [{k: v for k, v in s._asdict().items() if v is not None} for s in turn.ice_servers(account_id)]
-
-    await Session(socket, socket.app.state.fleet, ice_servers).run()
+    await Session(socket, socket.app.state.fleet, socket.app.state.turn.ice_servers).run()
 
 
 ROUTES = [worker_socket]

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import msgspec
 
+from appliance.clock import now
 from appliance.pmrfs import blobstore
 from appliance.pmrfs.blobstore import BlobStore
 from appliance.pmrfs.tables import Blob, ObjectBlob, Replica
@@ -28,10 +29,6 @@ APPLIANCE = "appliance"
 MAX_HOLDER_LENGTH = 64
 # Lists passed to SQL IN (...) are cut into pieces of this many values.
 CHUNK = 500
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def chunks(values: list, size: int = CHUNK) -> Iterable[list]:

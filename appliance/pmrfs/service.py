@@ -21,6 +21,7 @@ import msgspec
 from piccolo.query.functions.aggregate import Count, Sum
 
 from appliance.accounts import users
+from appliance.clock import now
 from appliance.pmrfs import blobstore, namenode
 from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore
 from appliance.pmrfs.namenode import APPLIANCE, LiveHolders, ReplicaInfo, chunks, live_holders, serving
@@ -123,10 +124,6 @@ class ObjectStatus(msgspec.Struct, frozen=True):
     pinned: bool
     available: bool
     blobs: list[BlobStatus]
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def _not_found(name: str) -> NotFound:

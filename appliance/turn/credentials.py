@@ -27,12 +27,6 @@ class Identity(NamedTuple):
     run: str | None
 
 
-class IceServer(NamedTuple):
-    urls: list[str]
-    username: str | None = None
-    credential: str | None = None
-
-
 def password_for(secret: str, username: str) -> str:
     return base64.b64encode(hmac.new(secret.encode(), username.encode(), hashlib.sha1).digest()).decode()
 
@@ -50,17 +44,17 @@ def parse_username(username: str) -> Identity | None:
     return Identity(int(expiry), account, run or None)
 
 
-def ice_servers(secret: str, host: str, port: int, account_id: int, run_id: int | None, ttl: int) -> list[IceServer]:
-    """RTCPeerConnection iceServers for a browser of this account (and run)."""
+def ice_servers(secret: str, host: str, port: int, account_id: int, run_id: int | None, ttl: int) -> list[dict]:
+    """RTCPeerConnection ``iceServers`` (RTCIceServer dictionaries) for a browser of this account (and run)."""
     username = make_username(account_id, run_id, ttl)
     host = f"[{host}]" if ":" in host else host
     return [
-        IceServer(urls=[f"stun:{host}:{port}"]),
-        IceServer(
-            urls=[f"turn:{host}:{port}?transport=udp", f"turn:{host}:{port}?transport=tcp"],
-            username=username,
-            credential=password_for(secret, username),
-        ),
+        {"urls": [f"stun:{host}:{port}"]},
+        {
+            "urls": [f"turn:{host}:{port}?transport=udp", f"turn:{host}:{port}?transport=tcp"],
+            "username": username,
+            "credential": password_for(secret, username),
+        },
     ]
 
 

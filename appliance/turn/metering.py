@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from piccolo.query.functions.aggregate import Sum
 from prometheus_client import Counter, Gauge
 
+from appliance.clock import now
 from appliance.turn.allocation import Allocation
 from appliance.turn.tables import RelayUsage
 
@@ -20,10 +21,6 @@ log = logging.getLogger(__name__)
 FLUSH_INTERVAL = 30.0
 RELAYED = Counter("peermr_turn_relayed_bytes_total", "Payload bytes relayed by TURN", ["direction"])
 ALLOCATIONS = Gauge("peermr_turn_allocations", "Live TURN allocations")
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def _address(five_tuple_part: tuple[str, int] | None, protocol: str = "") -> str:
@@ -82,14 +79,14 @@ class Meter:
         from_peer = allocation.bytes_from_peer - allocation.metered_from_peer
         if allocation.recorded and not (to_peer or from_peer or ended):
             return
-        now = _now()
+        stamp = now()
         values = {
             RelayUsage.bytes_to_peer: allocation.bytes_to_peer,
             RelayUsage.bytes_from_peer: allocation.bytes_from_peer,
-            RelayUsage.updated_at: now,
+            RelayUsage.updated_at: stamp,
         }
         if ended:
-            values[RelayUsage.ended_at] = now
+            values[RelayUsage.ended_at] = stamp
         updated = (
             await RelayUsage.update(values).where(RelayUsage.allocation_id == allocation.id).returning(RelayUsage.id)
         )
@@ -102,8 +99,8 @@ class Meter:
                     client=_address(allocation.five_tuple.client, allocation.five_tuple.protocol),
                     relay=_address(allocation.relay_address),
                     started_at=dt.datetime.fromtimestamp(allocation.started, dt.UTC),
-                    updated_at=now,
-                    ended_at=now if ended else None,
+                    updated_at=stamp,
+                    ended_at=stamp if ended else None,
                     bytes_to_peer=allocation.bytes_to_peer,
                     bytes_from_peer=allocation.bytes_from_peer,
                 )

@@ -105,9 +105,8 @@ class IceServersOut(msgspec.Struct):
 
 @get("/worker/ice-servers", opt=access(WORKER_BROWSER), include_in_schema=False)
 async def worker_ice_servers(request: Request, settings: NamedDependency[Settings]) -> IceServersOut:
-    servers = _turn(request).ice_servers(request.user.user_id)
     return IceServersOut(
-        iceServers=[{k: v for k, v in s._asdict().items() if v is not None} for s in servers],
+        iceServers=_turn(request).ice_servers(request.user.user_id),
         ttl=settings.turn_credential_ttl_seconds,
     )
 

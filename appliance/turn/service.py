@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from urllib.parse import urlsplit
 
+from appliance.clock import now
 from appliance.config import Settings, parse_cidrs
 from appliance.turn import credentials
 from appliance.turn.metering import Meter
@@ -68,20 +68,16 @@ class TurnService:
             policy = self._build_policy(allowed, denied)
         except ValueError as exc:
             raise PeerRulesError(str(exc)) from None
-        values = {PeerRules.allowed: allowed.strip(), PeerRules.denied: denied.strip(), PeerRules.updated_at: _now()}
+        values = {PeerRules.allowed: allowed.strip(), PeerRules.denied: denied.strip(), PeerRules.updated_at: now()}
         async with PeerRules._meta.db.transaction():
             if await PeerRules.exists():
                 await PeerRules.update(values, force=True)
             else:
-                await PeerRules.insert(PeerRules(allowed=allowed.strip(), denied=denied.strip(), updated_at=_now()))
+                await PeerRules.insert(PeerRules(allowed=allowed.strip(), denied=denied.strip(), updated_at=now()))
         self._policy = policy
 
-    def ice_servers(self, account_id: int, run_id: int | None = None) -> list[credentials.IceServer]:
+    def ice_servers(self, account_id: int, run_id: int | None = None) -> list[dict]:
         host = urlsplit(self.settings.base_url).hostname or "localhost"
         return credentials.ice_servers(
             self.secret, host, self.settings.turn_port, account_id, run_id, self.settings.turn_credential_ttl_seconds
         )
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)

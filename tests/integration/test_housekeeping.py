@@ -7,6 +7,7 @@ import datetime as dt
 from appliance import db
 from appliance.accounts import housekeeping, sessions, users
 from appliance.accounts.tables import LoginFailure, Session
+from appliance.clock import now
 from appliance.config import load_settings
 
 
@@ -16,11 +17,11 @@ async def test_purge_removes_only_what_expired(tmp_path):
     account, _ = await users.create_user("old@example.com", "worker", "old-password-1")
     live = await sessions.start(account.id, sessions.DASHBOARD, dt.timedelta(hours=1))
     stale = await sessions.start(account.id, sessions.DASHBOARD, dt.timedelta(hours=1))
-    past = users.now() - dt.timedelta(minutes=1)
+    past = now() - dt.timedelta(minutes=1)
     await Session.update({Session.expires_at: past}).where(Session.key_hash == sessions.credentials.token_hash(stale))
     await LoginFailure.insert(
-        LoginFailure(email="x@example.com", client="1.2.3.4", at=users.now() - dt.timedelta(days=2)),
-        LoginFailure(email="y@example.com", client="1.2.3.4", at=users.now()),
+        LoginFailure(email="x@example.com", client="1.2.3.4", at=now() - dt.timedelta(days=2)),
+        LoginFailure(email="y@example.com", client="1.2.3.4", at=now()),
     )
 
     await housekeeping.purge_expired()
