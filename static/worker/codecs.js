@@ -1,0 +1,373 @@
+// Record codecs of job data: a blob is a sequence of [key, value] records in one of three
+// content types, and a record's output partition is FNV-1a 32 of its key string.
+// Formats (mirrored byte for byte by appliance/jobs/codecs.py):
+//   application/json  one line per record: JSON.stringify([key, value]) + "\n"
+//   text/csv          RFC 4180 rows key,value + "\r\n"; strings quoted, numbers/booleans/null bare,
+//                     anything else as its JSON text, quoted (it comes back as a string)
+//   application/bson  concatenated BSON documents {k: key, v: value} (bsonspec.org 1.1 subset)
+// A classic script (no modules): loaded by importScripts in the task sandbox, or evaluated on its
+// own (V8 without Web APIs: TextEncoder/TextDecoder have fallbacks here).
+(function () {
+  'use strict';
+
+  // --- UTF-8 ----------------------------------------------------------------------------------------
+
+  // Code points of a string as UTF-8, a lone surrogate as U+FFFD (what TextEncoder does).
+  function eachUtf8Byte(s, fn) {
+    for (let i = 0; i < s.length; i++) {
+      let c = s.charCodeAt(i);
+      if (c >= 0xd800 && c < 0xdc00 && i + 1 < s.length) {
+        const d = s.charCodeAt(i + 1);
+        if (d >= 0xdc00 && d < 0xe000) { c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00); i++; }
+      }
+      if (c >= 0xd800 && c < 0xe000) c = 0xfffd;
+      if (c < 0x80) fn(c);
+      else if (c < 0x800) { fn(0xc0 | c >> 6); fn(0x80 | c & 63); }
+      else if (c < 0x10000) { fn(0xe0 | c >> 12); fn(0x80 | c >> 6 & 63); fn(0x80 | c & 63); }
+      else { fn(0xf0 | c >> 18); fn(0x80 | c >> 12 & 63); fn(0x80 | c >> 6 & 63); fn(0x80 | c & 63); }
+    }
+  }
+
+  const utf8Encode = typeof TextEncoder === 'function'
+    ? (encoder => s => encoder.encode(s))(new TextEncoder())
+    : s => { const out = []; eachUtf8Byte(s, b => out.push(b)); return Uint8Array.from(out); };
+
+  const utf8Decode = typeof TextDecoder === 'function'
+    ? (decoder => bytes => decoder.decode(bytes))(new TextDecoder('utf-8', {fatal: true, ignoreBOM: true}))
+    : bytes => {
+      let binary = '';
+      for (let i = 0; i < bytes.length; i += 8192) binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 8192));
+      return decodeURIComponent(escape(binary));  // throws URIError on malformed UTF-8
+    };
+
+  function decodeText(bytes, what) {
+    try {
+      return utf8Decode(bytes);
+    } catch (e) {
+      throw new Error(`${what}: invalid UTF-8`);
+    }
+  }
+
+  // --- keys and partitions --------------------------------------------------------------------------
+
+  function keyString(key) {
+    return typeof key === 'string' ? key : (JSON.stringify(key) ?? 'null');
+  }
+
+  // FNV-1a 32 over the UTF-8 bytes of the key string, without building the bytes.
+  function partitionOf(key, partitions) {
+    let hash = 0x811c9dc5;
+    eachUtf8Byte(keyString(key), b => { hash = Math.imul(hash ^ b, 16777619); });
+    return (hash >>> 0) % partitions;
+  }
+
+  // --- JSON lines -----------------------------------------------------------------------------------
+
+  const jsonLines = {
+    line: (key, value) => JSON.stringify([key, value]) + '\n',
+    decode(bytes) {
+      const lines = decodeText(bytes, 'JSON lines').split('\n');
+      const records = [];
+      for (let i = 0; i < lines.length; i++) {
+        if (!lines[i].trim()) continue;
+        let record;
+        try {
+          record = JSON.parse(lines[i]);
+        } catch (e) {
+          throw new Error(`JSON lines: line ${i + 1} is not valid JSON (${e.message})`);
+        }
+        if (!Array.isArray(record) || record.length !== 2) {
+          throw new Error(`JSON lines: line ${i + 1} is not a 2-element [key, value] array`);
+        }
+        records.push(record);
+      }
+      return records;
+    },
+  };
+
+  // --- CSV ------------------------------------------------------------------------------------------
+
+  const BARE = /^(?:-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)$/;
+
+  function csvField(value) {
+    if (typeof value === 'string') return '"' + value.replace(/"/g, '""') + '"';
+    if (value === null || value === undefined || typeof value === 'number' || typeof value === 'boolean') {
+      return JSON.stringify(value ?? null);  // a non-finite number is null, as in JSON
+    }
+    return csvField(JSON.stringify(value) ?? 'null');
+  }
+
+  const csv = {
+    line: (key, value) => csvField(key) + ',' + csvField(value) + '\r\n',
+    decode(bytes) {
+      const text = decodeText(bytes, 'CSV');
+      const records = [];
+      const n = text.length;
+      let i = 0;
+      for (let row = 1; i < n; row++) {
+        const fields = [];
+        for (;;) {
+          if (text[i] === '"') {
+            let value = '';
+            for (let j = i + 1; ;) {
+              const q = text.indexOf('"', j);
+              if (q < 0) throw new Error(`CSV row ${row}: a quoted field is not closed`);
+              value += text.slice(j, q);
+              if (text[q + 1] === '"') { value += '"'; j = q + 2; } else { i = q + 1; break; }
+            }
+            if (i < n && text[i] !== ',' && text[i] !== '\n' && text[i] !== '\r') {
+              throw new Error(`CSV row ${row}: text after a closing quote`);
+            }
+            fields.push(value);
+          } else {
+            let j = i;
+            while (j < n && text[j] !== ',' && text[j] !== '\n' && text[j] !== '\r') j++;
+            const raw = text.slice(i, j);
+            if (raw.includes('"')) throw new Error(`CSV row ${row}: a quote inside an unquoted field`);
+            fields.push(BARE.test(raw) ? JSON.parse(raw) : raw);
+            i = j;
+          }
+          if (text[i] === ',') { i++; continue; }
+          if (text[i] === '\r') {
+            if (text[i + 1] !== '\n') throw new Error(`CSV row ${row}: a carriage return outside quotes`);
+            i++;
+          }
+          i++;  // the line feed (or past the end)
+          break;
+        }
+        if (fields.length !== 2) throw new Error(`CSV row ${row}: expected 2 fields (key,value), got ${fields.length}`);
+        records.push(fields);
+      }
+      return records;
+    },
+  };
+
+  // Text formats buffer one string per record and encode them to UTF-8 once.
+  function textEncoder(format) {
+    let parts = [];
+    return {
+      records: 0,
+      size: 0,  // UTF-16 code units: the buffered size, close to the encoded one
+      add(key, value) {
+        const line = format.line(key, value);
+        parts.push(line);
+        this.records++;
+        this.size += line.length;
+      },
+      finish() {
+        const bytes = utf8Encode(parts.join(''));
+        parts = [];
+        this.records = this.size = 0;
+        return bytes;
+      },
+    };
+  }
+
+  // --- BSON -----------------------------------------------------------------------------------------
+
+  class Writer {
+    constructor() { this.reset(); }
+    reset() { this.bytes = new Uint8Array(1024); this.view = new DataView(this.bytes.buffer); this.length = 0; }
+    reserve(n) {
+      if (this.length + n <= this.bytes.length) return;
+      const bigger = new Uint8Array(Math.max(this.bytes.length * 2, this.length + n));
+      bigger.set(this.bytes.subarray(0, this.length));
+      this.bytes = bigger;
+      this.view = new DataView(bigger.buffer);
+    }
+    u8(v) { this.reserve(1); this.bytes[this.length++] = v; }
+    i32(v) { this.reserve(4); this.view.setInt32(this.length, v, true); this.length += 4; }
+    i64(v) {
+      if (BigInt.asIntN(64, v) !== v) throw new RangeError(`BSON: ${v} does not fit in int64`);
+      this.reserve(8);
+      this.view.setBigInt64(this.length, v, true);
+      this.length += 8;
+    }
+    f64(v) { this.reserve(8); this.view.setFloat64(this.length, v, true); this.length += 8; }
+    raw(bytes) { this.reserve(bytes.length); this.bytes.set(bytes, this.length); this.length += bytes.length; }
+    cstring(s) {
+      const bytes = utf8Encode(s);
+      if (bytes.includes(0)) throw new Error(`BSON: a field name contains a NUL character: ${JSON.stringify(s)}`);
+      this.raw(bytes);
+      this.u8(0);
+    }
+    string(s) { const bytes = utf8Encode(s); this.i32(bytes.length + 1); this.raw(bytes); this.u8(0); }
+    binary(v) {
+      const bytes = v instanceof ArrayBuffer ? new Uint8Array(v) : new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+      this.i32(bytes.length);
+      this.u8(0);
+      this.raw(bytes);
+    }
+    document(entries, depth = 0) {
+      if (depth > MAX_DEPTH) throw new Error(`BSON: nesting deeper than ${MAX_DEPTH}`);
+      const start = this.length;
+      this.i32(0);
+      for (const [name, value] of entries) {
+        const v = value !== null && typeof value === 'object' && typeof value.toJSON === 'function' ? value.toJSON() : value;
+        const type = BSON_TYPES.find(t => t.encodes(v));
+        if (!type) throw new TypeError(`BSON: cannot encode a value of type ${typeof v}`);
+        this.u8(type.code);
+        this.cstring(name);
+        type.write(this, v, depth);
+      }
+      this.u8(0);
+      this.view.setInt32(start, this.length - start, true);
+    }
+  }
+
+  class Reader {
+    constructor(bytes) { this.bytes = bytes; this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength); this.pos = 0; }
+    need(n, what) {
+      if (this.pos + n > this.bytes.length) {
+        throw new Error(`BSON: truncated ${what} at offset ${this.pos} (needs ${n} bytes, ${this.bytes.length - this.pos} left)`);
+      }
+    }
+    u8(what = 'byte') { this.need(1, what); return this.bytes[this.pos++]; }
+    i32(what = 'int32') { this.need(4, what); const v = this.view.getInt32(this.pos, true); this.pos += 4; return v; }
+    i64() { this.need(8, 'int64'); const v = this.view.getBigInt64(this.pos, true); this.pos += 8; return v; }
+    f64() { this.need(8, 'double'); const v = this.view.getFloat64(this.pos, true); this.pos += 8; return v; }
+    take(n, what) { this.need(n, what); return this.bytes.subarray(this.pos, this.pos += n); }
+    cstring() {
+      const end = this.bytes.indexOf(0, this.pos);
+      if (end < 0) throw new Error(`BSON: truncated field name at offset ${this.pos}`);
+      return decodeText(this.take(end - this.pos + 1, 'field name').subarray(0, -1), 'BSON field name');
+    }
+    string() {
+      const at = this.pos;
+      const length = this.i32('string length');
+      if (length < 1) throw new Error(`BSON: bad string length ${length} at offset ${at}`);
+      const bytes = this.take(length, 'string');
+      if (bytes[length - 1] !== 0) throw new Error(`BSON: string at offset ${at} does not end with NUL`);
+      return decodeText(bytes.subarray(0, -1), 'BSON string');
+    }
+    binary() {
+      const at = this.pos;
+      const length = this.i32('binary length');
+      if (length < 0) throw new Error(`BSON: bad binary length ${length} at offset ${at}`);
+      this.u8('binary subtype');
+      return this.take(length, 'binary').slice();
+    }
+    // Calls fn(name, value) for each element of a document.
+    elements(fn, depth = 0) {
+      if (depth > MAX_DEPTH) throw new Error(`BSON: nesting deeper than ${MAX_DEPTH}`);
+      const start = this.pos;
+      const size = this.i32('document size');
+      if (size < 5) throw new Error(`BSON: bad document size ${size} at offset ${start}`);
+      this.need(size - 4, 'document');
+      const end = start + size - 1;
+      while (this.pos < end) {
+        const code = this.u8();
+        if (code === 0) throw new Error(`BSON: document at offset ${start} does not end where its size says`);
+        const type = BSON_BY_CODE.get(code);
+        if (!type) {
+          throw new Error(`BSON: unsupported element type 0x${code.toString(16).padStart(2, '0')} at offset ${this.pos - 1}`);
+        }
+        const name = this.cstring();
+        fn(name, type.read(this, depth));
+      }
+      if (this.pos !== end || this.bytes[end] !== 0) throw new Error(`BSON: document at offset ${start} does not end where its size says`);
+      this.pos = end + 1;
+    }
+  }
+
+  const MAX_DEPTH = 100;
+  const define = (object, name, value) =>
+    Object.defineProperty(object, name, {value, enumerable: true, writable: true, configurable: true});
+
+  // The element types of the subset, in the order the encoder tries them (first match wins).
+  const BSON_TYPES = [
+    {code: 0x0a, encodes: v => v === null || v === undefined, write() {}, read: () => null},
+    {code: 0x08, encodes: v => typeof v === 'boolean', write: (w, v) => w.u8(v ? 1 : 0), read: r => r.u8('boolean') !== 0},
+    {
+      code: 0x10,
+      encodes: v => Number.isInteger(v) && v >= -0x80000000 && v <= 0x7fffffff && !Object.is(v, -0),
+      write: (w, v) => w.i32(v),
+      read: r => r.i32(),
+    },
+    {code: 0x01, encodes: v => typeof v === 'number', write: (w, v) => w.f64(v), read: r => r.f64()},
+    {code: 0x12, encodes: v => typeof v === 'bigint', write: (w, v) => w.i64(v), read: r => Number(r.i64())},
+    {code: 0x02, encodes: v => typeof v === 'string', write: (w, v) => w.string(v), read: r => r.string()},
+    {code: 0x05, encodes: v => v instanceof ArrayBuffer || ArrayBuffer.isView(v), write: (w, v) => w.binary(v), read: r => r.binary()},
+    {
+      code: 0x04,
+      encodes: Array.isArray,
+      write: (w, v, depth) => w.document(Array.from(v, (x, i) => [String(i), x]), depth + 1),
+      read: (r, depth) => { const out = []; r.elements((_, x) => out.push(x), depth + 1); return out; },
+    },
+    {
+      code: 0x03,
+      encodes: v => typeof v === 'object',
+      write: (w, v, depth) => w.document(Object.entries(v), depth + 1),
+      read: (r, depth) => { const out = {}; r.elements((name, x) => define(out, name, x), depth + 1); return out; },
+    },
+  ];
+  const BSON_BY_CODE = new Map(BSON_TYPES.map(t => [t.code, t]));
+
+  function bsonEncoder() {
+    const writer = new Writer();
+    return {
+      records: 0,
+      size: 0,
+      add(key, value) {
+        writer.document([['k', key], ['v', value]]);
+        this.records++;
+        this.size = writer.length;
+      },
+      finish() {
+        const bytes = writer.bytes.slice(0, writer.length);
+        writer.reset();
+        this.records = this.size = 0;
+        return bytes;
+      },
+    };
+  }
+
+  function bsonDecode(bytes) {
+    const reader = new Reader(bytes);
+    const records = [];
+    while (reader.pos < bytes.length) {
+      const at = reader.pos;
+      const doc = {};
+      reader.elements((name, value) => define(doc, name, value));
+      if (!Object.hasOwn(doc, 'k') || !Object.hasOwn(doc, 'v')) {
+        throw new Error(`BSON: the document at offset ${at} is not a record (needs fields k and v)`);
+      }
+      records.push([doc.k, doc.v]);
+    }
+    return records;
+  }
+
+  // --- the content types ----------------------------------------------------------------------------
+
+  const FORMATS = {
+    'application/json': {encoder: () => textEncoder(jsonLines), decode: jsonLines.decode},
+    'text/csv': {encoder: () => textEncoder(csv), decode: csv.decode},
+    'application/bson': {encoder: bsonEncoder, decode: bsonDecode},
+  };
+
+  function format(contentType) {
+    const found = FORMATS[String(contentType).split(';')[0].trim().toLowerCase()];
+    if (!found) throw new Error(`unsupported content type: ${contentType}`);
+    return found;
+  }
+
+  function asBytes(data) {
+    if (data instanceof Uint8Array) return data;
+    if (data instanceof ArrayBuffer) return new Uint8Array(data);
+    if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    throw new TypeError('decode needs an ArrayBuffer or a typed array');
+  }
+
+  globalThis.peermrCodecs = {
+    // An incremental encoder of one blob: add(key, value), then records, size (bytes buffered, about) and finish() -> Uint8Array.
+    encoder: contentType => format(contentType).encoder(),
+    encode(contentType, records) {
+      const encoder = format(contentType).encoder();
+      for (const [key, value] of records) encoder.add(key, value);
+      return encoder.finish();
+    },
+    decode: (contentType, bytes) => format(contentType).decode(asBytes(bytes)),
+    partitionOf,
+    keyString,
+  };
+})();
