@@ -309,7 +309,13 @@
       records: 0,
       size: 0,
       add(key, value) {
-        writer.document([['k', key], ['v', value]]);
+        const start = writer.length;
+        try {
+          writer.document([['k', key], ['v', value]]);
+        } catch (e) {
+          writer.length = start;  // no half record in the blob if the caller goes on
+          throw e;
+        }
         this.records++;
         this.size = writer.length;
       },

@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 from py_mini_racer import MiniRacer
 
 from appliance.jobs import codecs
-from appliance.jobs.codecs import decode, encode, key_string, partition_of
+from appliance.jobs.codecs import BSON, CSV, JSON, decode, encode, key_string, partition_of
 
 CODECS_JS = Path(__file__).resolve().parents[2] / "static" / "worker" / "codecs.js"
-JSON, CSV, BSON = codecs.CONTENT_TYPES
 
 # --- values a job can emit -----------------------------------------------------------------------------
 
@@ -309,6 +308,20 @@ def test_browser_incremental_encoder(js):
         """
     )
     out = json.loads(result)
+    # A record the format cannot hold leaves nothing behind.
+    partial = js.eval(
+        """
+        (() => {
+          const encoder = peermrCodecs.encoder('application/bson');
+          encoder.add(1, 'a');
+          try { encoder.add(2, {ok: 1, bad: () => 0}); } catch (e) {}
+          encoder.add(3, 'c');
+          return JSON.stringify([encoder.records, hex(encoder.finish())]);
+        })()
+        """
+    )
+    records, data = json.loads(partial)
+    assert records == 2 and bytes.fromhex(data) == encode(BSON, [(1, "a"), (3, "c")])
     assert out["counts"] == [2, len('"a",1\r\n"b","[2]"\r\n')]
     assert bytes.fromhex(out["first"]) == encode(CSV, [("a", 1), ("b", [2])])
     assert bytes.fromhex(out["second"]) == encode(CSV, [("c", None)])
