@@ -1,0 +1,223 @@
+// Tasks on the worker page: each task the appliance assigns runs in its own sandbox Web Worker
+// (static/worker/sandbox.js, started from the run's sandbox script); this relays between the
+// sandbox and the appliance's WebSocket (docs/protocol.md).
+//   server -> page  task-assign, task-cancel, task-put-url-reply
+//   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
+// pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
+// SHA-256 before task-done names them.
+import {sha256Hex} from './sha256.js';
+
+const MAX_TEXT = 2000;
+const MAX_STACK = 8000;
+const MAX_MESSAGE = 1024 * 1024;       // a WebSocket message to the appliance
+const LOG_BATCH = 100;                 // lines per task-log
+const LOG_BATCH_BYTES = 900 * 1024;    // and bytes (bounded from above) per task-log
+const LOG_DELAY_MS = 200;              // a line waits at most this long for others to join it
+const MAX_LOG_LINES = 10000;           // per task; the rest are dropped, with a note
+const PROGRESS_MS = 500;               // task-progress at most twice a second
+const LEVELS = new Set(['info', 'warn', 'error']);
+
+const isCount = n => Number.isSafeInteger(n) && n >= 0;
+
+export class TaskRunner {
+  // getStore: the tab's BlobStore (it changes when the data is cleared); send: a message to the
+  // appliance; onBusy(busy): called when the first task starts and when the last one ends;
+  // onChange: called after an output blob is stored (optional).
+  constructor({getStore, send, onBusy = () => {}, onChange = () => {}}) {
+    this.getStore = getStore;
+    this.send = send;
+    this.onBusy = onBusy;
+    this.onChange = onChange;
+    this.tasks = new Map();    // taskId -> running task
+    this.putUrls = new Map();  // task-put-url id -> {task, id (the sandbox's)}
+    this.nextId = 1;
+  }
+
+  // True when the message was a task message (handled; the task itself runs on).
+  async handle(message) {
+    switch (message?.type) {
+      case 'task-assign': this.start(message); return true;
+      case 'task-cancel': this.end(this.tasks.get(message.taskId)); return true;
+      case 'task-put-url-reply': this.putUrlReply(message); return true;
+      default: return false;
+    }
+  }
+
+  // The connection is gone: the appliance reassigns these tasks, nothing can be reported.
+  cancelAll() {
+    for (const task of [...this.tasks.values()]) this.end(task);
+  }
+
+  async start(spec) {
+    if (this.tasks.has(spec.taskId)) return;  // a repeated assignment of a running task
+    const task = {
+      id: spec.taskId, spec, worker: null, ended: false, outputs: [], stored: Promise.resolve(),
+      logs: [], logBytes: 0, logLines: 0, logTimer: null,
+      progress: null, progressAt: 0, progressTimer: null, sentEmits: null,
+    };
+    this.tasks.set(task.id, task);
+    if (this.tasks.size === 1) this.onBusy(true);
+    try {
+      const inputs = [];
+      for (const input of spec.inputs || []) {
+        if (typeof input.url === 'string') {
+          inputs.push({url: input.url});
+          continue;
+        }
+        const bytes = await this.getStore().get(input.sha256);
+        if (!bytes) {
+          this.fail(task, `input-missing: ${input.sha256}`);
+          return;
+        }
+        inputs.push(bytes);
+      }
+      if (task.ended) return;  // cancelled meanwhile
+      const worker = task.worker = new Worker(spec.script);
+      worker.onmessage = event => this.fromSandbox(task, event.data);
+      worker.onerror = event => {
+        // The sandbox script failed to load or to run its top level (job scripts, define).
+        event.preventDefault?.();
+        const where = event.filename ? `    at ${event.filename}:${event.lineno}:${event.colno}` : '';
+        this.fail(task, event.message || `the sandbox script ${spec.script} could not be loaded`, where);
+      };
+      worker.onmessageerror = () => this.fail(task, 'a message from the sandbox could not be read');
+      worker.postMessage({type: 'run', task: spec, inputs}, inputs.filter(input => input instanceof ArrayBuffer));
+    } catch (e) {
+      this.fail(task, `could not start the task: ${e.message || e}`);
+    }
+  }
+
+  fromSandbox(task, m) {
+    if (task.ended || m === null || typeof m !== 'object') return;
+    switch (m.type) {
+      case 'log': this.log(task, m); break;
+      case 'progress': this.progress(task, m); break;
+      case 'output': this.output(task, m); break;
+      case 'done': this.done(task, m); break;
+      case 'failed': this.fail(task, String(m.error ?? 'the task failed'), String(m.stack ?? '')); break;
+      case 'worker-timeout':
+        if (typeof m.seconds === 'number' && m.seconds > 0) this.send({type: 'task-worker-timeout', taskId: task.id, seconds: m.seconds});
+        break;
+      case 'need-put-url': {
+        if (!this.validPartition(task, m.partition)) return this.fail(task, 'the sandbox asked for an upload URL of no partition');
+        const id = this.nextId++;
+        this.putUrls.set(id, {task, id: m.id});
+        this.send({type: 'task-put-url', id, taskId: task.id, partition: m.partition});
+        break;
+      }
+    }
+  }
+
+  validPartition(task, partition) {
+    return Number.isInteger(partition) && partition >= 0 && partition < task.spec.workerCount;
+  }
+
+  putUrlReply({replyTo, url, key, error}) {
+    const pending = this.putUrls.get(replyTo);
+    if (!pending) return;
+    this.putUrls.delete(replyTo);
+    if (!pending.task.ended) pending.task.worker.postMessage({type: 'put-url', id: pending.id, url, key, error});
+  }
+
+  output(task, m) {
+    const s3 = task.spec.storage === 's3';
+    const valid = this.validPartition(task, m.partition) && isCount(m.records) &&
+      (s3 ? typeof m.key === 'string' && isCount(m.size) : m.data instanceof ArrayBuffer);
+    if (!valid) return this.fail(task, 'the sandbox sent an invalid output');
+    if (s3) {
+      task.outputs.push({partition: m.partition, key: m.key, size: m.size, records: m.records});
+      return;
+    }
+    // Stored one after the other, so task-done lists the outputs in the order they were cut.
+    task.stored = task.stored.then(async () => {
+      const sha256 = await sha256Hex(m.data);
+      await this.getStore().put(sha256, m.data);
+      task.outputs.push({partition: m.partition, sha256, size: m.data.byteLength, records: m.records});
+      this.onChange();
+    });
+    task.stored.catch(e => this.fail(task, `could not store an output: ${e.message || e}`));
+  }
+
+  done(task, m) {
+    task.stored.then(() => {
+      if (task.ended) return;
+      const message = {
+        type: 'task-done', taskId: task.id, outputs: task.outputs,
+        emits: isCount(m.emits) ? m.emits : 0, cpuMs: isCount(m.cpuMs) ? m.cpuMs : 0,
+      };
+      if (JSON.stringify(message).length > MAX_MESSAGE) {
+        this.fail(task, `too many output blobs (${task.outputs.length}) to report in one message: flush less often`);
+        return;
+      }
+      this.flushLogs(task);
+      this.send(message);
+      this.end(task);
+    }, () => {});  // a store failure has failed the task already
+  }
+
+  fail(task, error, stack = '') {
+    if (task.ended) return;
+    this.flushLogs(task);
+    this.send({type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_TEXT), stack: stack.slice(0, MAX_STACK)});
+    this.end(task);
+  }
+
+  // The task is over (done, failed or cancelled): its Web Worker goes with it.
+  end(task) {
+    if (!task || task.ended) return;
+    task.ended = true;
+    task.worker?.terminate();
+    clearTimeout(task.logTimer);
+    clearTimeout(task.progressTimer);
+    for (const [id, pending] of this.putUrls) if (pending.task === task) this.putUrls.delete(id);
+    this.tasks.delete(task.id);
+    if (this.tasks.size === 0) this.onBusy(false);
+  }
+
+  log(task, m) {
+    task.logLines++;
+    if (task.logLines > MAX_LOG_LINES) {
+      if (task.logLines > MAX_LOG_LINES + 1) return;
+      m = {level: 'warn', text: `more than ${MAX_LOG_LINES} log lines: the rest are dropped`};
+    }
+    const line = {
+      at: Number.isFinite(m.at) ? m.at : Date.now(),
+      level: LEVELS.has(m.level) ? m.level : 'info',
+      text: String(m.text).slice(0, MAX_TEXT),
+    };
+    const bytes = 3 * JSON.stringify(line).length;  // UTF-8 takes at most 3 bytes per UTF-16 unit
+    if (task.logBytes + bytes > LOG_BATCH_BYTES) this.flushLogs(task);
+    task.logs.push(line);
+    task.logBytes += bytes;
+    if (task.logs.length >= LOG_BATCH) this.flushLogs(task);
+    else task.logTimer ??= setTimeout(() => this.flushLogs(task), LOG_DELAY_MS);
+  }
+
+  flushLogs(task) {
+    clearTimeout(task.logTimer);
+    task.logTimer = null;
+    if (!task.logs.length) return;
+    this.send({type: 'task-log', taskId: task.id, lines: task.logs});
+    task.logs = [];
+    task.logBytes = 0;
+  }
+
+  progress(task, m) {
+    if (!isCount(m.emits) || !isCount(m.bytes)) return;
+    task.progress = {emits: m.emits, bytes: m.bytes};
+    const wait = PROGRESS_MS - (Date.now() - task.progressAt);
+    if (wait <= 0) this.sendProgress(task);
+    else task.progressTimer ??= setTimeout(() => this.sendProgress(task), wait);
+  }
+
+  sendProgress(task) {
+    clearTimeout(task.progressTimer);
+    task.progressTimer = null;
+    const latest = task.progress;
+    task.progress = null;
+    if (!latest || task.ended || latest.emits === task.sentEmits) return;
+    task.sentEmits = latest.emits;
+    task.progressAt = Date.now();
+    this.send({type: 'task-progress', taskId: task.id, ...latest});
+  }
+}
