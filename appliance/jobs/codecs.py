@@ -39,9 +39,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["CONTENT_TYPES", "decode", "encode", "key_string", "partition_of"]
+__all__ = ["BSON", "CONTENT_TYPES", "CSV", "JSON", "decode", "encode", "key_string", "partition_of"]
 
-CONTENT_TYPES = ("application/json", "text/csv", "application/bson")
+JSON = "application/json"
+CSV = "text/csv"
+BSON = "application/bson"
+CONTENT_TYPES = (JSON, CSV, BSON)
 
 _SAFE_INTEGER = 2**53
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -441,9 +444,9 @@ def _bson_decode(data: bytes) -> list[tuple[Any, Any]]:
 # --- the content types --------------------------------------------------------------------------------
 
 _FORMATS = {
-    "application/json": (_json_encode, _json_decode),
-    "text/csv": (_csv_encode, _csv_decode),
-    "application/bson": (_bson_encode, _bson_decode),
+    JSON: (_json_encode, _json_decode),
+    CSV: (_csv_encode, _csv_decode),
+    BSON: (_bson_encode, _bson_decode),
 }
 
 
