@@ -26,7 +26,8 @@
   const clock = performance.now.bind(performance);
   const hasOwn = Object.hasOwn;
 
-  originalImportScripts('/static/worker/codecs.js');
+  // The served script may load a versioned codecs.js first (importScripts(codecs, sandbox)).
+  if (!scope.peermrCodecs) originalImportScripts('/static/worker/codecs.js');
   const codecs = scope.peermrCodecs;
 
   const AUTO_FLUSH_BYTES = 32 * 1024 * 1024;

@@ -169,7 +169,7 @@ def servers():
 def sandbox_script(stages: list[str], input_fn: str | None = None, scripts: tuple[str, ...] = ()) -> str:
     """What the appliance serves for a run: the runtime, the job's scripts, the seal, then the job."""
     return (
-        "importScripts('/static/worker/sandbox.js');\n"
+        "importScripts('/static/worker/sandbox.js?v=e2e');\n"
         f"peermrSandbox.loadScripts({json.dumps(list(scripts))});\n"
         "peermrSandbox.seal();\n"
         f"peermrSandbox.define({{\ninput: {input_fn or 'null'},\nstages: [\n" + ",\n".join(stages) + "\n]});\n"
