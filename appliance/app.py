@@ -32,6 +32,8 @@ from appliance.accounts.auth import (
     access,
     access_guard,
 )
+from appliance.cloud import routes as cloud_routes
+from appliance.cloud import service as cloud_service
 from appliance.config import Settings
 from appliance.fleet import connection as fleet_connection
 from appliance.fleet import routes as fleet_routes
@@ -69,6 +71,7 @@ ROUTE_HANDLERS = [
     *pmrfs_api_routes.ROUTES,
     *pmrfs_ui_routes.ROUTES,
     *datanode_routes.ROUTES,
+    *cloud_routes.ROUTES,
 ]
 
 
@@ -90,6 +93,7 @@ def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -
 def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
+    cloud_service.configure(secrets.cloud_data_key)
     store = store_for(settings.data_path)
     scheduler = create_scheduler([*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store)], settings.timezone)
     turn = TurnService(settings, secrets.turn_secret)

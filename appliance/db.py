@@ -29,7 +29,12 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("PICCOLO_CONF", "appliance.piccolo_conf")
 
 BUSY_TIMEOUT_MS = 10_000
-APPS = ["appliance.accounts.piccolo_app", "appliance.turn.piccolo_app", "appliance.pmrfs.piccolo_app"]
+APPS = [
+    "appliance.accounts.piccolo_app",
+    "appliance.turn.piccolo_app",
+    "appliance.pmrfs.piccolo_app",
+    "appliance.cloud.piccolo_app",
+]
 
 
 class DurableSQLiteEngine(SQLiteEngine):

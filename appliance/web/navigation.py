@@ -22,6 +22,7 @@ NAV = (
     NavItem("Runs", "/ui/runs", COORDINATORS),
     NavItem("Workers", "/ui/workers", ALL),
     NavItem("Storage", "/ui/storage", COORDINATORS),
+    NavItem("Cloud Data", "/ui/cloud", COORDINATORS),
     NavItem("Billing", "/ui/billing", COORDINATORS),
     NavItem("Payments", "/ui/payments", ALL),
     NavItem("Admin", "/ui/admin", frozenset({"admin"})),

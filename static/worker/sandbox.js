@@ -35,6 +35,7 @@
   const MAX_TEXT = 2000;
   const MAX_STACK = 8000;
   const MAX_LOG_LINES = 10000;
+  const MAX_WORKER_TIMEOUT = 7 * 24 * 3600;
   const IMPORT_REFUSED = 'importScripts is not available to job code';
 
   Error.stackTraceLimit = 50;  // the job's frames under ours
@@ -260,8 +261,8 @@
       getRank: () => spec.rank,
       getWorkerCount: () => spec.workerCount,
       setWorkerTimeout(seconds) {
-        if (!(typeof seconds === 'number' && seconds > 0 && Number.isFinite(seconds))) {
-          throw new TypeError('context.setWorkerTimeout(seconds) needs a number of seconds above 0');
+        if (!(typeof seconds === 'number' && seconds > 0 && seconds <= MAX_WORKER_TIMEOUT)) {
+          throw new RangeError(`context.setWorkerTimeout(seconds) needs a number of seconds above 0, at most ${MAX_WORKER_TIMEOUT}`);
         }
         post({type: 'worker-timeout', seconds});
       },

@@ -10,6 +10,7 @@ import {sha256Hex} from './sha256.js';
 const MAX_TEXT = 2000;
 const MAX_STACK = 8000;
 const MAX_MESSAGE = 1024 * 1024;       // a WebSocket message to the appliance
+const MAX_OUTPUTS = 4096;              // output blobs the appliance accepts in one task-done
 const LOG_BATCH = 100;                 // lines per task-log
 const LOG_BATCH_BYTES = 900 * 1024;    // and bytes (bounded from above) per task-log
 const LOG_DELAY_MS = 200;              // a line waits at most this long for others to join it
@@ -22,7 +23,7 @@ const isCount = n => Number.isSafeInteger(n) && n >= 0;
 export class TaskRunner {
   // getStore: the tab's BlobStore (it changes when the data is cleared); send: a message to the
   // appliance; onBusy(busy): called when the first task starts and when the last one ends;
-  // onChange: called after an output blob is stored (optional).
+  // onChange: called once a finished task's output blobs are in the store (optional).
   constructor({getStore, send, onBusy = () => {}, onChange = () => {}}) {
     this.getStore = getStore;
     this.send = send;
@@ -51,7 +52,7 @@ export class TaskRunner {
   async start(spec) {
     if (this.tasks.has(spec.taskId)) return;  // a repeated assignment of a running task
     const task = {
-      id: spec.taskId, spec, worker: null, ended: false, outputs: [], stored: Promise.resolve(),
+      id: spec.taskId, spec, worker: null, ended: false, outputs: [], stores: [],
       logs: [], logBytes: 0, logLines: 0, logTimer: null,
       progress: null, progressAt: 0, progressTimer: null, sentEmits: null,
     };
@@ -124,23 +125,28 @@ export class TaskRunner {
     const valid = this.validPartition(task, m.partition) && isCount(m.records) &&
       (s3 ? typeof m.key === 'string' && isCount(m.size) : m.data instanceof ArrayBuffer);
     if (!valid) return this.fail(task, 'the sandbox sent an invalid output');
+    if (task.outputs.length === MAX_OUTPUTS) {
+      return this.fail(task, `too many output blobs (more than ${MAX_OUTPUTS}) for one task: flush less often`);
+    }
     if (s3) {
       task.outputs.push({partition: m.partition, key: m.key, size: m.size, records: m.records});
       return;
     }
-    // Stored one after the other, so task-done lists the outputs in the order they were cut.
-    task.stored = task.stored.then(async () => {
-      const sha256 = await sha256Hex(m.data);
-      await this.getStore().put(sha256, m.data);
-      task.outputs.push({partition: m.partition, sha256, size: m.data.byteLength, records: m.records});
-      this.onChange();
-    });
-    task.stored.catch(e => this.fail(task, `could not store an output: ${e.message || e}`));
+    // Stored concurrently; task-done lists the outputs in the order they were cut.
+    const output = {partition: m.partition, sha256: null, size: m.data.byteLength, records: m.records};
+    task.outputs.push(output);
+    const stored = (async () => {
+      output.sha256 = await sha256Hex(m.data);
+      await this.getStore().put(output.sha256, m.data);
+    })();
+    stored.catch(e => this.fail(task, `could not store an output: ${e.message || e}`));
+    task.stores.push(stored);
   }
 
   done(task, m) {
-    task.stored.then(() => {
+    Promise.all(task.stores).then(() => {
       if (task.ended) return;
+      if (task.outputs.some(output => output.sha256)) this.onChange();
       const message = {
         type: 'task-done', taskId: task.id, outputs: task.outputs,
         emits: isCount(m.emits) ? m.emits : 0, cpuMs: isCount(m.cpuMs) ? m.cpuMs : 0,

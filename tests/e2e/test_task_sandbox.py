@@ -319,6 +319,9 @@ FLUSH_MAP = """async function map(x) {
   }
 }"""
 NO_FLUSH_MAP = "async function map(x) { for (const [k, v] of x) context.emit(k, v); }"
+MANY_BLOBS_MAP = """async function map(x) {
+  for (let i = 0; i < 4097; i++) { context.emit(i, i); context.flush(); }
+}"""
 BIG_MAP = """async function map(x) {
   const mib = 'x'.repeat(1 << 20);
   for (let i = 0; i < 40; i++) context.emit(i, mib);
@@ -327,7 +330,7 @@ BIG_MAP = """async function map(x) {
 
 
 def test_flush_cuts_more_blobs_with_the_same_records(harness):
-    script = harness.job("flush", [FLUSH_MAP, NO_FLUSH_MAP, BIG_MAP])
+    script = harness.job("flush", [FLUSH_MAP, NO_FLUSH_MAP, BIG_MAP, MANY_BLOBS_MAP])
     records = [(i, {"n": i, "s": "é" * (i % 3)}) for i in range(95)]
     inputs = [harness.put(codecs.JSON, records)]
 
@@ -342,6 +345,11 @@ def test_flush_cuts_more_blobs_with_the_same_records(harness):
     big, _ = harness.ok(script, stage=2)
     assert [o["records"] for o in big["outputs"]] == [32, 8]  # 32 records of 1 MiB and a bit
     assert sum(o["size"] for o in big["outputs"]) > 40 * 2**20
+
+    # More blobs than one task-done may name fail the task with a reason.
+    end, _ = harness.run(script, stage=3)
+    assert end["type"] == "task-failed"
+    assert end["error"] == "too many output blobs (more than 4096) for one task: flush less often"
 
 
 CSV_BSON_MAP = """async function map(x) {

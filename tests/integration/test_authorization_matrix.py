@@ -201,6 +201,13 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         {},
         only_coordinators(404),
     ),
+    # Cloud Data: each coordinator's own bucket settings. A refused form is 400; the test, CORS and
+    # remove actions go back to the page (there is nothing saved to act on here).
+    ("GET", "/ui/cloud"): ("/ui/cloud", {}, COORDINATORS),
+    ("POST", "/ui/cloud"): ("/ui/cloud", {"bucket": "Not_A_Bucket"}, only_coordinators(400)),
+    ("POST", "/ui/cloud/test"): ("/ui/cloud/test", {}, only_coordinators(303)),
+    ("POST", "/ui/cloud/cors"): ("/ui/cloud/cors", {}, only_coordinators(303)),
+    ("POST", "/ui/cloud/remove"): ("/ui/cloud/remove", {}, only_coordinators(303)),
 }
 
 
