@@ -1,0 +1,537 @@
+"""The dashboard's Jobs and Runs pages: the job editor, the run dialog, and the live run page.
+
+Every form works without JavaScript (post, then redirect with a flash message); with htmx the run
+dialog, the run page's live parts, the log tail and the output pages update in place. The run page
+polls a fragment about once a second while the run is queued or running and stops once it ended.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import urllib.parse
+from functools import cache
+from typing import Annotated
+
+import msgspec
+from litestar import Request, get, post
+from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath, FromQuery, QueryParameter
+from litestar.response import Response, Stream, Template
+
+from appliance.accounts.auth import ADMIN, COORDINATOR, access
+from appliance.accounts.forms import Form
+from appliance.config import Settings
+from appliance.jobs import service, views
+from appliance.jobs.api_routes import appliance_origin
+from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
+from appliance.jobs.sandbox_policy import PolicyError, save_admin_origins
+from appliance.jobs.service import Actor, JobInfo, JobsError, NotFound, RunInfo, ScriptRefused
+from appliance.pmrfs.blobstore import store_for
+from appliance.resources import templates_dir
+from appliance.turn import routes as turn_routes
+from appliance.web.rendering import is_htmx, page, redirect
+
+JOBS = "/ui/jobs"
+RUNS = "/ui/runs"
+# Log lines per fragment: the first render and each poll of the tail read at most this many.
+LOG_BATCH = 2000
+# After a run ended, the tail keeps polling this long for the last lines the log writer flushes.
+LOG_GRACE_SECONDS = 3
+
+
+@cache
+def new_job_script() -> str:
+    """The script a new job starts from: a word count in the PeerMR SDK."""
+    return (templates_dir() / "jobs" / "wordcount.js").read_text(encoding="utf-8")
+
+
+def _coordinator(request: Request):
+    return request.app.state.coordinator
+
+
+def _actor(request: Request) -> Actor:
+    return Actor.of(request.user)
+
+
+def _hx_redirect(request: Request, path: str, message: str | None = None, level: str = "success") -> Response:
+    """Post/redirect/get; an htmx request is told to load the page (with the message) itself."""
+    response = redirect(path, message, level)
+    if is_htmx(request):
+        return Response(content="", status_code=200, headers={"HX-Redirect": path}, cookies=response.cookies)
+    return response
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+
+class JobForm(msgspec.Struct):
+    name: str = ""
+    script: str = ""
+
+
+class RunForm(msgspec.Struct):
+    worker_count: str = ""
+    group_count: str = ""
+    private_mode: str = ""
+    gpu: str = ""
+    save_intermediate_output: str = ""
+    seed: str = ""
+
+
+def _run_form_of(spec) -> RunForm:
+    """The run dialog prefilled from the saved script's spec."""
+    return RunForm(
+        worker_count=str(spec.worker_count),
+        group_count=str(spec.group_count),
+        private_mode="true" if spec.private_mode else "",
+        gpu="true" if spec.gpu else "",
+        save_intermediate_output="true" if spec.save_intermediate_output else "",
+        seed="" if spec.seed is None else str(spec.seed),
+    )
+
+
+def _overrides(form: RunForm) -> dict:
+    """The run metadata the dialog sets, as the API's names; a field that is not a number is refused."""
+
+    def whole(value: str, label: str) -> int:
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise service.InvalidRequest(f"{label} must be a whole number.") from None
+
+    overrides = {
+        "workerCount": whole(form.worker_count, "Workers per group"),
+        "groupCount": whole(form.group_count, "Groups"),
+        "privateMode": form.private_mode == "true",
+        "gpu": form.gpu == "true",
+        "saveIntermediateOutput": form.save_intermediate_output == "true",
+    }
+    if form.seed.strip():
+        overrides["seed"] = whole(form.seed, "Seed")
+    return overrides
+
+
+@get(JOBS, opt=access(COORDINATOR), include_in_schema=False)
+async def jobs_page(request: Request) -> Template:
+    actor = _actor(request)
+    jobs = await service.list_jobs(actor)
+    last_runs: dict[int, RunInfo] = {}
+    for job in jobs:
+        runs = await service.list_runs(actor, _coordinator(request), job_id=job.id, limit=1)
+        if runs:
+            last_runs[job.id] = runs[0]
+    return page(
+        request,
+        "jobs/jobs.html",
+        jobs=jobs,
+        last_runs=last_runs,
+        show_owner=actor.is_admin,
+        summary=views.stages_summary,
+    )
+
+
+def _error_location(script: str, exc: ScriptRefused) -> dict:
+    lines = script.splitlines()
+    line = exc.line if exc.line and 1 <= exc.line <= max(len(lines), 1) else None
+    return {
+        "error_line": line,
+        "error_column": exc.column if line else None,
+        "error_source": lines[line - 1] if line and line <= len(lines) else "",
+    }
+
+
+async def _editor(
+    request: Request,
+    job: JobInfo | None,
+    *,
+    name: str,
+    script: str,
+    status_code: int = 200,
+    error: str | None = None,
+    refused: ScriptRefused | None = None,
+) -> Template:
+    context: dict = {"error_line": None, "error_column": None, "error_source": ""}
+    if refused is not None:
+        context = _error_location(script, refused)
+    runs: list[RunInfo] = []
+    if job is not None:
+        runs = await service.list_runs(_actor(request), _coordinator(request), job_id=job.id, limit=10)
+    return page(
+        request,
+        "jobs/editor.html",
+        status_code=status_code,
+        job=job,
+        name=name,
+        script=script,
+        error=error,
+        runs=runs,
+        run_form=_run_form_of(job.spec) if job else None,
+        run_error=None,
+        summary=views.stages_summary,
+        **context,
+    )
+
+
+@get(f"{JOBS}/new", opt=access(COORDINATOR), include_in_schema=False)
+async def new_job(request: Request) -> Template:
+    return await _editor(request, None, name="Word count", script=new_job_script())
+
+
+@post(JOBS, opt=access(COORDINATOR), include_in_schema=False)
+async def create_job(request: Request, data: Form[JobForm]) -> Response:
+    try:
+        job = await service.create_job(_actor(request), data.name, data.script)
+    except ScriptRefused as exc:
+        return await _editor(
+            request, None, name=data.name, script=data.script, status_code=400, error=str(exc), refused=exc
+        )
+    except JobsError as exc:
+        return await _editor(request, None, name=data.name, script=data.script, status_code=exc.status, error=str(exc))
+    return redirect(f"{JOBS}/{job.id}", f"Job {job.name} saved.")
+
+
+async def _job(request: Request, job_id: int) -> JobInfo:
+    try:
+        return await service.get_job(_actor(request), job_id)
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+
+
+@get(f"{JOBS}/{{job_id:int}}", opt=access(COORDINATOR), include_in_schema=False)
+async def job_page(request: Request, job_id: FromPath[int]) -> Template:
+    job = await _job(request, job_id)
+    return await _editor(request, job, name=job.name, script=job.script or "")
+
+
+@post(f"{JOBS}/{{job_id:int}}", opt=access(COORDINATOR), include_in_schema=False)
+async def save_job(request: Request, job_id: FromPath[int], data: Form[JobForm]) -> Response:
+    job = await _job(request, job_id)
+    try:
+        saved = await service.update_job(_actor(request), job_id, data.name, data.script)
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+    except ScriptRefused as exc:
+        return await _editor(
+            request, job, name=data.name, script=data.script, status_code=400, error=str(exc), refused=exc
+        )
+    except JobsError as exc:
+        return await _editor(request, job, name=data.name, script=data.script, status_code=exc.status, error=str(exc))
+    return redirect(f"{JOBS}/{job_id}", f"Job {saved.name} saved.")
+
+
+@post(f"{JOBS}/{{job_id:int}}/delete", opt=access(COORDINATOR), include_in_schema=False)
+async def delete_job(request: Request, job_id: FromPath[int]) -> Response:
+    job = await _job(request, job_id)
+    try:
+        await service.delete_job(_actor(request), job_id)
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+    return _hx_redirect(request, JOBS, f"Job {job.name} deleted; its runs stay under Runs.")
+
+
+# -- the run dialog ---------------------------------------------------------------------------
+
+
+@get(f"{JOBS}/{{job_id:int}}/run", opt=access(COORDINATOR), include_in_schema=False)
+async def run_form_page(request: Request, job_id: FromPath[int]) -> Template:
+    """The run dialog as a page of its own (the editor opens it as a <dialog> when scripts run)."""
+    job = await _job(request, job_id)
+    return page(request, "jobs/run.html", job=job, run_form=_run_form_of(job.spec), run_error=None)
+
+
+@post(f"{JOBS}/{{job_id:int}}/runs", opt=access(COORDINATOR), include_in_schema=False)
+async def start_run(
+    request: Request, job_id: FromPath[int], data: Form[RunForm], settings: NamedDependency[Settings]
+) -> Response:
+    job = await _job(request, job_id)
+    try:
+        run = await service.start_run(
+            _actor(request), job_id, _overrides(data), _coordinator(request), settings, appliance_origin(request)
+        )
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+    except JobsError as exc:
+        if is_htmx(request):
+            # Answered with 200 so htmx swaps the form (with its message) into the dialog.
+            return page(request, "jobs/_run_form.html", job=job, run_form=data, run_error=str(exc))
+        return page(request, "jobs/run.html", status_code=exc.status, job=job, run_form=data, run_error=str(exc))
+    return _hx_redirect(request, f"{RUNS}/{run.id}", f"Run {run.id} of {job.name} queued.")
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+async def _runs_context(request: Request) -> dict:
+    actor = _actor(request)
+    runs = await service.list_runs(actor, _coordinator(request))
+    return {
+        "runs": runs,
+        "show_owner": actor.is_admin,
+        "any_active": any(views.is_active(r) for r in runs),
+        "seconds": views.run_seconds,
+    }
+
+
+@get(RUNS, opt=access(COORDINATOR), include_in_schema=False)
+async def runs_page(request: Request) -> Template:
+    return page(request, "jobs/runs.html", **await _runs_context(request))
+
+
+@get(f"{RUNS}/table", opt=access(COORDINATOR), include_in_schema=False)
+async def runs_table(request: Request) -> Template:
+    return page(request, "jobs/_runs_table.html", **await _runs_context(request))
+
+
+async def _run(request: Request, run_id: int) -> RunInfo:
+    try:
+        return await service.get_run(_actor(request), run_id, _coordinator(request))
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+
+
+def _group(run: RunInfo, group: str) -> str:
+    groups = [chr(ord("A") + i) for i in range(run.spec.group_count)]
+    return group if group in groups else groups[0]
+
+
+async def _output_context(request: Request, run: RunInfo, settings: Settings, group: str, page_number: int) -> dict:
+    group = _group(run, group)
+    groups = [chr(ord("A") + i) for i in range(run.spec.group_count)]
+    context = {"groups": groups, "output": None, "output_error": None, "group": group}
+    if run.state != "succeeded":
+        return context
+    actor = _actor(request)
+    try:
+        records = service.run_output(
+            actor, run.id, group, store_for(settings.data_path), await cloud_reader(actor, run.id)
+        )
+        context["output"] = await views.output_page(records, group, max(1, page_number))
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+    except JobsError as exc:
+        context["output_error"] = str(exc)
+    return context
+
+
+async def _live_context(request: Request, run: RunInfo, settings: Settings, group: str = "A", page_number: int = 1):
+    actor = _actor(request)
+    active = _coordinator(request).live(run.id)
+    if active is not None:
+        timeline = views.live_timeline(active)
+    elif run.state in ("queued",):
+        timeline = views.Timeline(rows=[], seconds=0.0)
+    else:
+        timeline = views.finished_timeline(await service.run_tasks(actor, run.id), run.spec)
+    return {
+        "run": run,
+        "active": views.is_active(run),
+        "groups_progress": views.progress_by_group(run.progress),
+        "fraction": views.progress_fraction(run.progress),
+        "timeline": timeline,
+        "seconds": views.run_seconds(run),
+        **await _output_context(request, run, settings, group, page_number),
+    }
+
+
+def _log_tail_url(run_id: int, source: str, after: int, sources: int) -> str:
+    query = urllib.parse.urlencode({"source": source, "after": after, "sources": sources})
+    return f"{RUNS}/{run_id}/logs?{query}"
+
+
+def _finished_a_while_ago(run: RunInfo) -> bool:
+    if views.is_active(run) or run.finished_at is None:
+        return False
+    return dt.datetime.now(dt.UTC) - run.finished_at > dt.timedelta(seconds=LOG_GRACE_SECONDS)
+
+
+async def _logs_context(
+    request: Request, settings: Settings, run: RunInfo, source: str, after: int, known_sources: int | None
+) -> dict:
+    actor = _actor(request)
+    sources = await service.log_sources(actor, run.id)
+    # The first view of a long log opens on its last lines; the tail then follows new ones.
+    start = await views.log_tail_start(run.id, source or None, LOG_BATCH) if known_sources is None else 0
+    after = max(after, start)
+    lines = await service.run_logs(actor, run.id, source=source or None, after=after, limit=LOG_BATCH)
+    last = lines[-1][0] if lines else after
+    more = len(lines) == LOG_BATCH
+    # Keep following while the run is live, for a moment after it ended, or while a backlog remains.
+    follow = more or not _finished_a_while_ago(run) or bool(lines)
+    return {
+        "run": run,
+        "lines": [line for _, line in lines],
+        "source": source,
+        "sources": sources,
+        "skipped": start > 0,
+        "sources_changed": known_sources is not None and known_sources != len(sources),
+        "tail_url": _log_tail_url(run.id, source, last, len(sources)) if follow else None,
+        "tail_delay": "100ms" if more else "1s",
+        "clock": views.clock(settings.timezone),
+    }
+
+
+@get(f"{RUNS}/{{run_id:int}}", opt=access(COORDINATOR), include_in_schema=False)
+async def run_page(
+    request: Request,
+    run_id: FromPath[int],
+    settings: NamedDependency[Settings],
+    source: FromQuery[str] = "",
+    group: FromQuery[str] = "A",
+    page_number: Annotated[int, QueryParameter(name="page")] = 1,
+) -> Template:
+    run = await _run(request, run_id)
+    return page(
+        request,
+        "jobs/run_page.html",
+        **await _live_context(request, run, settings, group, page_number),
+        logs=await _logs_context(request, settings, run, source, 0, None),
+    )
+
+
+@get(f"{RUNS}/{{run_id:int}}/live", opt=access(COORDINATOR), include_in_schema=False)
+async def run_live(request: Request, run_id: FromPath[int], settings: NamedDependency[Settings]) -> Template:
+    run = await _run(request, run_id)
+    return page(request, "jobs/_run_live.html", **await _live_context(request, run, settings))
+
+
+@get(f"{RUNS}/{{run_id:int}}/logs", opt=access(COORDINATOR), include_in_schema=False)
+async def run_logs(
+    request: Request,
+    run_id: FromPath[int],
+    settings: NamedDependency[Settings],
+    source: FromQuery[str] = "",
+    after: FromQuery[int] = 0,
+    sources: FromQuery[int | None] = None,
+) -> Template:
+    """New log lines after ``after`` and the next tail; ``after=0`` without a tail is the whole panel."""
+    run = await _run(request, run_id)
+    logs = await _logs_context(request, settings, run, source, max(0, after), sources)
+    template = "jobs/_log_lines.html" if sources is not None else "jobs/_logs.html"
+    return page(request, template, run=run, logs=logs)
+
+
+def _attachment(name: str) -> str:
+    return f'attachment; filename="{name}"'
+
+
+@get(f"{RUNS}/{{run_id:int}}/logs/download", opt=access(COORDINATOR), include_in_schema=False)
+async def download_logs(request: Request, run_id: FromPath[int], source: FromQuery[str] = "") -> Response:
+    """Every log line of the run (or of one source) as text: time, source, group/rank, level, text."""
+    run = await _run(request, run_id)
+    lines = await service.run_logs(_actor(request), run.id, source=source or None, limit=1_000_000)
+    out = []
+    for _, line in lines:
+        place = f" {line.group}/{line.rank}" if line.group and line.rank is not None else ""
+        text = line.text.replace("\n", "\n    ")
+        out.append(f"{line.at.isoformat(timespec='milliseconds')} {line.source}{place} {line.level}: {text}\n")
+    suffix = f"-{source}" if source else ""
+    return Response(
+        "".join(out).encode(),
+        media_type="text/plain; charset=utf-8",
+        headers={"content-disposition": _attachment(f"run-{run.id}{suffix}.log")},
+    )
+
+
+@get(f"{RUNS}/{{run_id:int}}/output", opt=access(COORDINATOR), include_in_schema=False)
+async def run_output(
+    request: Request,
+    run_id: FromPath[int],
+    settings: NamedDependency[Settings],
+    group: FromQuery[str] = "A",
+    page_number: Annotated[int, QueryParameter(name="page")] = 1,
+) -> Template:
+    run = await _run(request, run_id)
+    context = await _output_context(request, run, settings, group, page_number)
+    return page(request, "jobs/_output.html", run=run, **context)
+
+
+async def _download_output(request: Request, run_id: int, group: str, settings: Settings, encode, suffix: str, media):
+    actor = _actor(request)
+    run = await _run(request, run_id)
+    try:
+        records = service.run_output(
+            actor, run_id, group, store_for(settings.data_path), await cloud_reader(actor, run_id)
+        )
+        first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+    except JobsError as exc:
+        return redirect(f"{RUNS}/{run.id}", str(exc), "error")
+    return Stream(
+        encode(first, records),
+        media_type=media,
+        headers={"content-disposition": _attachment(f"run-{run.id}-{group}.{suffix}")},
+    )
+
+
+@get(f"{RUNS}/{{run_id:int}}/output.jsonl", opt=access(COORDINATOR), include_in_schema=False)
+async def download_jsonl(
+    request: Request, run_id: FromPath[int], settings: NamedDependency[Settings], group: FromQuery[str] = "A"
+) -> Response:
+    return await _download_output(request, run_id, group, settings, json_lines, "jsonl", "application/x-ndjson")
+
+
+@get(f"{RUNS}/{{run_id:int}}/output.csv", opt=access(COORDINATOR), include_in_schema=False)
+async def download_csv(
+    request: Request, run_id: FromPath[int], settings: NamedDependency[Settings], group: FromQuery[str] = "A"
+) -> Response:
+    return await _download_output(request, run_id, group, settings, csv_rows, "csv", "text/csv; charset=utf-8")
+
+
+@post(f"{RUNS}/{{run_id:int}}/cancel", opt=access(COORDINATOR), include_in_schema=False)
+async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDependency[Settings]) -> Response:
+    try:
+        run = await service.cancel_run(_actor(request), run_id, _coordinator(request))
+        message, level = f"Run {run_id} cancelled.", "success"
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+    except JobsError as exc:
+        run = await _run(request, run_id)
+        message, level = str(exc), "error"
+    if is_htmx(request):
+        context = await _live_context(request, run, settings)
+        return page(request, "jobs/_run_live.html", **context, oob_flashes=[(level, message)])
+    return redirect(f"{RUNS}/{run_id}", message, level)
+
+
+# -- admin: the sandbox's fetch origins -------------------------------------------------------
+
+
+class OriginsForm(msgspec.Struct):
+    origins: str = ""
+
+
+@post("/ui/admin/settings/fetch-origins", opt=access(ADMIN), include_in_schema=False)
+async def save_fetch_origins(
+    request: Request, data: Form[OriginsForm], settings: NamedDependency[Settings]
+) -> Response:
+    try:
+        await save_admin_origins(data.origins)
+    except PolicyError as exc:
+        sandbox = await views.sandbox_settings(settings, form=data.origins, error=str(exc))
+        return await turn_routes._settings_page(request, settings, status_code=400, sandbox=sandbox)
+    return redirect("/ui/admin/settings", "Allowed fetch origins saved; they apply to runs started from now on.")
+
+
+ROUTES = [
+    jobs_page,
+    new_job,
+    create_job,
+    job_page,
+    save_job,
+    delete_job,
+    run_form_page,
+    start_run,
+    runs_page,
+    runs_table,
+    run_page,
+    run_live,
+    run_logs,
+    download_logs,
+    run_output,
+    download_jsonl,
+    download_csv,
+    cancel_run,
+    save_fetch_origins,
+]
