@@ -38,6 +38,7 @@ from appliance.config import Settings
 from appliance.fleet import connection as fleet_connection
 from appliance.fleet import routes as fleet_routes
 from appliance.fleet.registry import Fleet
+from appliance.jobs import ui_routes as jobs_ui_routes
 from appliance.pmrfs import api_routes as pmrfs_api_routes
 from appliance.pmrfs import datanode_routes
 from appliance.pmrfs import housekeeping as pmrfs_housekeeping
@@ -72,6 +73,7 @@ ROUTE_HANDLERS = [
     *pmrfs_ui_routes.ROUTES,
     *datanode_routes.ROUTES,
     *cloud_routes.ROUTES,
+    *jobs_ui_routes.ROUTES,
 ]
 
 

@@ -14,6 +14,7 @@ from appliance.accounts import users
 from appliance.accounts.auth import ADMIN, WORKER_BROWSER, access
 from appliance.accounts.forms import Form
 from appliance.config import Settings
+from appliance.jobs.views import sandbox_settings
 from appliance.turn.metering import live_rows, totals_since
 from appliance.turn.service import PeerRulesError, TurnService
 from appliance.web.rendering import page, redirect
@@ -70,7 +71,8 @@ class PeerRulesForm(msgspec.Struct):
     denied: str = ""
 
 
-async def _settings_page(request: Request, settings: Settings, *, status_code=200, error=None, form=None):
+async def _settings_page(request: Request, settings: Settings, *, status_code=200, error=None, form=None, sandbox=None):
+    """The admin Settings page; ``sandbox`` is the jobs section's state (jobs/ui_routes.py saves it)."""
     allowed, denied = await _turn(request).rules()
     return page(
         request,
@@ -81,6 +83,7 @@ async def _settings_page(request: Request, settings: Settings, *, status_code=20
         denied=form.denied if form else denied,
         env_allowed=settings.turn_allowed_peers,
         env_denied=settings.turn_denied_peers,
+        sandbox=sandbox or await sandbox_settings(settings),
     )
 
 

@@ -17,27 +17,6 @@ class Section(NamedTuple):
 
 SECTIONS = (
     Section(
-        "jobs",
-        "Jobs",
-        COORDINATOR,
-        "Map-reduce jobs written in JavaScript with the PeerMR SDK.",
-        (
-            "An editor with line numbers and JavaScript highlighting; syntax errors shown with their line on save.",
-            "A Run button that opens the run dialog, prefilled from the script's metadata.",
-            "The same jobs through the REST API (POST /api/v1/jobs) and `peermr job run`.",
-        ),
-    ),
-    Section(
-        "runs",
-        "Runs",
-        COORDINATOR,
-        "Every run of your jobs, queued, running and finished.",
-        (
-            "Queue position, or the reason a run waits for workers.",
-            "Per-stage progress, a task timeline per worker, logs, and the output to browse or download.",
-        ),
-    ),
-    Section(
         "billing",
         "Billing",
         COORDINATOR,

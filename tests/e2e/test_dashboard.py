@@ -50,8 +50,8 @@ def test_admin_creates_a_coordinator_who_cannot_reach_admin_pages(page: Page, ap
     assert response.status == 403
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
     # The section pages say what will appear there.
-    page.goto(f"{appliance.url}/ui/jobs")
-    expect(page.get_by_role("heading", name="Jobs", exact=True)).to_be_visible()
+    page.goto(f"{appliance.url}/ui/billing")
+    expect(page.get_by_role("heading", name="Billing", exact=True)).to_be_visible()
     expect(page.get_by_text("This page will show:")).to_be_visible()
 
 

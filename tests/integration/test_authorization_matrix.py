@@ -66,6 +66,24 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/ui"): ("/ui", {}, SIGNED_IN),
     ("GET", "/ui/jobs"): ("/ui/jobs", {}, COORDINATORS),
     ("GET", "/ui/runs"): ("/ui/runs", {}, COORDINATORS),
+    # Jobs and Runs pages. A job or run that is not the caller's (here: none exists) is 404 for
+    # everyone allowed in (tests/integration/test_jobs_dashboard.py covers other accounts' ones).
+    ("GET", "/ui/jobs/new"): ("/ui/jobs/new", {}, COORDINATORS),
+    ("POST", "/ui/jobs"): ("/ui/jobs", {"name": "", "script": ""}, only_coordinators(400)),
+    ("GET", "/ui/jobs/{job_id:int}"): ("/ui/jobs/999999", {}, only_coordinators(404)),
+    ("POST", "/ui/jobs/{job_id:int}"): ("/ui/jobs/999999", {"name": "x", "script": ""}, only_coordinators(404)),
+    ("POST", "/ui/jobs/{job_id:int}/delete"): ("/ui/jobs/999999/delete", {}, only_coordinators(404)),
+    ("GET", "/ui/jobs/{job_id:int}/run"): ("/ui/jobs/999999/run", {}, only_coordinators(404)),
+    ("POST", "/ui/jobs/{job_id:int}/runs"): ("/ui/jobs/999999/runs", {"worker_count": "1"}, only_coordinators(404)),
+    ("GET", "/ui/runs/table"): ("/ui/runs/table", {}, COORDINATORS),
+    ("GET", "/ui/runs/{run_id:int}"): ("/ui/runs/999999", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/live"): ("/ui/runs/999999/live", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/logs"): ("/ui/runs/999999/logs", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/logs/download"): ("/ui/runs/999999/logs/download", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/output"): ("/ui/runs/999999/output", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/output.jsonl"): ("/ui/runs/999999/output.jsonl", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/output.csv"): ("/ui/runs/999999/output.csv", {}, only_coordinators(404)),
+    ("POST", "/ui/runs/{run_id:int}/cancel"): ("/ui/runs/999999/cancel", {}, only_coordinators(404)),
     ("GET", "/ui/storage"): ("/ui/storage", {}, COORDINATORS),
     ("GET", "/ui/billing"): ("/ui/billing", {}, COORDINATORS),
     ("GET", "/ui/workers"): ("/ui/workers", {}, SIGNED_IN),
@@ -139,6 +157,11 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/ui/admin/turn/live"): ("/ui/admin/turn/live", {}, ADMINS),
     ("GET", "/ui/admin/settings"): ("/ui/admin/settings", {}, ADMINS),
     ("POST", "/ui/admin/settings"): ("/ui/admin/settings", {"allowed": "", "denied": ""}, only_admin(303)),
+    ("POST", "/ui/admin/settings/fetch-origins"): (
+        "/ui/admin/settings/fetch-origins",
+        {"origins": ""},
+        only_admin(303),
+    ),
     # PMRFS. Bucket and object routes check ownership after the role: an unknown bucket is 404
     # for everyone allowed in (tests/integration/test_pmrfs_api.py covers other accounts' buckets).
     ("PUT", "/api/v1/buckets/{bucket:str}"): (
