@@ -35,7 +35,13 @@ test: $(VENV)/.installed test-tools
 test-postgres: $(VENV)/.installed
 	packaging/postgres-test.sh
 
-bench: $(VENV)/.installed test-tools
+# The benchmarks' references: Dask and Spark (which needs a Java runtime).
+$(VENV)/.bench: pyproject.toml | $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[test,binary,bench]"
+	@command -v java >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq default-jre-headless >/dev/null; }
+	touch $@
+
+bench: $(VENV)/.installed $(VENV)/.bench test-tools
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 binary: $(VENV)/.installed

@@ -38,7 +38,11 @@ from appliance.config import Settings
 from appliance.fleet import connection as fleet_connection
 from appliance.fleet import routes as fleet_routes
 from appliance.fleet.registry import Fleet
+from appliance.jobs import api_routes as jobs_api_routes
+from appliance.jobs import sandbox_routes as jobs_sandbox_routes
 from appliance.jobs import ui_routes as jobs_ui_routes
+from appliance.jobs.coordinator import Coordinator
+from appliance.jobs.logs import RunLogs
 from appliance.pmrfs import api_routes as pmrfs_api_routes
 from appliance.pmrfs import datanode_routes
 from appliance.pmrfs import housekeeping as pmrfs_housekeeping
@@ -73,6 +77,8 @@ ROUTE_HANDLERS = [
     *pmrfs_ui_routes.ROUTES,
     *datanode_routes.ROUTES,
     *cloud_routes.ROUTES,
+    *jobs_api_routes.ROUTES,
+    *jobs_sandbox_routes.ROUTES,
     *jobs_ui_routes.ROUTES,
 ]
 
@@ -101,6 +107,8 @@ def create_app(settings: Settings) -> Litestar:
     turn = TurnService(settings, secrets.turn_secret)
     fleet = Fleet()
     datanodes = DataNodes(fleet, store, Grants(secrets.session_key.encode()), settings.replication_factor)
+    run_logs = RunLogs()
+    coordinator = Coordinator(fleet, settings, store, run_logs)
 
     def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
         jinja.engine.globals.update(
@@ -117,11 +125,15 @@ def create_app(settings: Settings) -> Litestar:
         announce_admin(await bootstrap.ensure_admin(settings), settings)
         await turn.start()
         datanodes.start()
+        run_logs.start()
+        await coordinator.start()
         scheduler.start()
 
     async def stop_services() -> None:
         if scheduler.running:
             scheduler.shutdown(wait=False)
+        await coordinator.stop()
+        await run_logs.stop()
         await datanodes.stop()
         await turn.stop()
         if settings.uses_postgres:
@@ -163,7 +175,16 @@ def create_app(settings: Settings) -> Litestar:
         ),
         exception_handlers=EXCEPTION_HANDLERS,
         dependencies={"settings": Provide(lambda: settings, use_cache=True, sync_to_thread=False)},
-        state=State({"settings": settings, "secrets": secrets, "turn": turn, "fleet": fleet, "datanodes": datanodes}),
+        state=State(
+            {
+                "settings": settings,
+                "secrets": secrets,
+                "turn": turn,
+                "fleet": fleet,
+                "datanodes": datanodes,
+                "coordinator": coordinator,
+            }
+        ),
         on_startup=[start_services],
         on_shutdown=[stop_services],
     )

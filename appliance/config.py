@@ -13,6 +13,7 @@ import socket
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
@@ -67,6 +68,11 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # and how many browsers should hold each blob (on distinct workers).
     pmrfs_max_upload_bytes: int = 10 * 1024**3
     replication_factor: int = 2
+    # Job sandbox: comma-separated origins (https://data.example.com) job code may fetch from and
+    # load scripts and WebAssembly from, besides the appliance itself. Admin → Settings adds more.
+    fetch_origins: str = ""
+    # How long a run waits for an idle eligible worker to take over a lost worker's rank.
+    job_replacement_grace_seconds: int = 60
 
     @property
     def data_path(self) -> Path:
@@ -93,6 +99,19 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def secure_cookies(self) -> bool:
         return self.base_url.startswith("https://")
+
+
+def parse_origins(text: str) -> list[str]:
+    """Comma- or whitespace-separated web origins, normalised to scheme://host[:port]."""
+    origins = []
+    for item in text.replace(",", " ").split():
+        parts = urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{item!r} is not an origin like https://data.example.com")
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            raise ValueError(f"{item!r} must be an origin only (scheme, host and port), without a path")
+        origins.append(f"{parts.scheme}://{parts.netloc.lower()}")
+    return list(dict.fromkeys(origins))
 
 
 def parse_cidrs(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -166,5 +185,11 @@ def _check(settings: Settings) -> None:
         raise ConfigError("session_hours must be at least 1")
     if settings.pmrfs_max_upload_bytes < 0:
         raise ConfigError("pmrfs_max_upload_bytes must not be negative")
+    try:
+        parse_origins(settings.fetch_origins)
+    except ValueError as exc:
+        raise ConfigError(f"fetch_origins: {exc}") from None
+    if settings.job_replacement_grace_seconds < 1:
+        raise ConfigError("job_replacement_grace_seconds must be at least 1")
     if settings.replication_factor < 1:
         raise ConfigError("replication_factor must be at least 1")

@@ -33,6 +33,7 @@ APPS = [
     "appliance.accounts.piccolo_app",
     "appliance.turn.piccolo_app",
     "appliance.pmrfs.piccolo_app",
+    "appliance.jobs.piccolo_app",
     "appliance.cloud.piccolo_app",
 ]
 

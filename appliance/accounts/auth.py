@@ -30,8 +30,9 @@ SESSION_COOKIE = "peermr_session"
 WORKER_COOKIE = "peermr_worker"
 API_PREFIX = "/api/"
 WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker")
-# Blob transfers of worker browsers (each also needs a grant, see pmrfs/grants.py).
-WORKER_PREFIXES = ("/pmrfs/blobs/",)
+# Blob transfers of worker browsers (each also needs a grant, see pmrfs/grants.py), and the job
+# sandbox scripts of the runs they work on (jobs/sandbox_routes.py checks the run).
+WORKER_PREFIXES = ("/pmrfs/blobs/", "/worker/runs/")
 
 PUBLIC = "public"
 WORKER_BROWSER = "worker-browser"  # an enrolled worker browser or any signed-in user

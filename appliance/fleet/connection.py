@@ -145,6 +145,8 @@ class Session:
             transfer = self.fleet.transfers.get(message.transfer_id)
             if transfer and transfer.peer_of(self.worker.worker_id):
                 transfer.reported[self.worker.worker_id] = message.bytes
+        elif isinstance(message, p.TASK_MESSAGES):
+            self.fleet.notify("task_message", self.worker, message)
         elif isinstance(message, p.BlobsDropped):
             self.fleet.notify("blobs_dropped", self.worker, message.sha256)
         elif isinstance(message, p.Pause | p.Resume):

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-MAX_MESSAGE_BYTES = 64 * 1024
+# A reduce task's done message lists one output per partition and flush, so this is generous.
+MAX_MESSAGE_BYTES = 1024 * 1024
 WORKER_ID_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
 
 Short = Annotated[str, msgspec.Meta(max_length=256)]
@@ -113,6 +114,63 @@ class BlobsDropped(Base, tag="blobs-dropped"):
     sha256: Annotated[list[Sha256], msgspec.Meta(max_length=100_000)]
 
 
+# ---------------------------------------------------------------- tasks (worker to server)
+
+TaskId = Annotated[str, msgspec.Meta(pattern=r"^\d{1,18}\.[A-Z]\.-?\d{1,4}\.\d{1,4}\.\d{1,6}$")]
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class TaskProgress(Base, tag="task-progress"):
+    task_id: TaskId
+    emits: Count
+    bytes: Count = 0
+
+
+class LogLine(msgspec.Struct):
+    at: Annotated[float, msgspec.Meta(ge=0)]
+    text: Annotated[str, msgspec.Meta(max_length=2000)]
+    level: Literal["info", "warn", "error"] = "info"
+
+
+class TaskLog(Base, tag="task-log"):
+    task_id: TaskId
+    lines: Annotated[list[LogLine], msgspec.Meta(max_length=100)]
+
+
+class TaskWorkerTimeout(Base, tag="task-worker-timeout"):
+    task_id: TaskId
+    seconds: Annotated[float, msgspec.Meta(gt=0, le=7 * 24 * 3600)]
+
+
+class TaskPutUrl(Base, tag="task-put-url"):
+    id: int
+    task_id: TaskId
+    partition: Annotated[int, msgspec.Meta(ge=0, lt=8192)]
+
+
+class TaskOutput(msgspec.Struct):
+    partition: Annotated[int, msgspec.Meta(ge=0, lt=8192)]
+    size: Count
+    records: Count
+    sha256: Sha256 | None = None
+    key: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
+
+
+class TaskDone(Base, tag="task-done"):
+    task_id: TaskId
+    outputs: Annotated[list[TaskOutput], msgspec.Meta(max_length=4096)]
+    emits: Count = 0
+    cpu_ms: Count = 0
+
+
+class TaskFailed(Base, tag="task-failed"):
+    task_id: TaskId
+    error: Annotated[str, msgspec.Meta(max_length=2000)]
+    stack: Annotated[str, msgspec.Meta(max_length=8000)] = ""
+
+
+TASK_MESSAGES = (TaskProgress, TaskLog, TaskWorkerTimeout, TaskPutUrl, TaskDone, TaskFailed)
+
 Incoming = (
     Hello
     | Pong
@@ -126,6 +184,12 @@ Incoming = (
     | BlobFailed
     | TransferBytes
     | BlobsDropped
+    | TaskProgress
+    | TaskLog
+    | TaskWorkerTimeout
+    | TaskPutUrl
+    | TaskDone
+    | TaskFailed
 )
 incoming_decoder = msgspec.json.Decoder(Incoming)
 
@@ -182,6 +246,38 @@ class BlobDelete(Base, tag="blob-delete"):
 class SignalOut(Base, tag="signal"):
     transfer_id: str
     data: dict
+
+
+class TaskAssign(Base, tag="task-assign"):
+    """Run one task in a fresh sandboxed Web Worker (docs/protocol.md, "Tasks")."""
+
+    task_id: str
+    run_id: int
+    script: str
+    kind: Literal["input", "map", "reduce"]
+    stage: int
+    group: str
+    rank: int
+    worker_count: int
+    partitioning: Literal["chunks", "hash", "rank"]
+    input_content_type: str
+    output_content_type: str
+    inputs: list[dict]
+    wasm: dict[str, str]
+    storage: Literal["pmrfs", "s3"]
+    worker_timeout: float
+    fetch_origins: list[str]
+
+
+class TaskCancel(Base, tag="task-cancel"):
+    task_id: str
+
+
+class TaskPutUrlReply(Base, tag="task-put-url-reply"):
+    reply_to: int
+    url: str = ""
+    key: str = ""
+    error: str = ""
 
 
 class Ping(Base, tag="ping"):

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from appliance.fleet import protocol as p
 from appliance.fleet.protocol import Capabilities
 from appliance.fleet.transfers import Transfer, Transfers
 
@@ -29,16 +30,23 @@ class Worker:
     last_seen: float = field(default_factory=time.monotonic)
     rtt_ms: float | None = None
     paused: bool = False
-    busy: bool = False
     blobs: int = 0
     bytes_held: int = 0
     # "direct", "relay" or "unreachable" once the appliance's probe has run, and its round trip.
     connectivity: str | None = None
     probe_rtt_ms: float | None = None
+    # Reliability from past runs (higher first when choosing workers for a run).
+    score: float = 0.0
+    # The run this worker holds a rank in, if any.
+    run_id: int | None = None
 
     # Requests to this worker waiting for the reply that names their id.
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1_000_000))
+
+    @property
+    def busy(self) -> bool:
+        return self.run_id is not None
 
     @property
     def state(self) -> str:
@@ -68,6 +76,7 @@ class FleetListener(Protocol):
     def worker_left(self, worker: Worker) -> None: ...
     def blobs_dropped(self, worker: Worker, blobs: list[str]) -> None: ...
     def transfer_finished(self, transfer: Transfer, ok: bool, reason: str) -> None: ...
+    def task_message(self, worker: Worker, message: object) -> None: ...
 
 
 class Fleet:
@@ -78,8 +87,11 @@ class Fleet:
 
     def notify(self, event: str, *args) -> None:
         for listener in self.listeners:
+            handler = getattr(listener, event, None)
+            if handler is None:
+                continue
             try:
-                getattr(listener, event)(*args)
+                handler(*args)
             except Exception:  # a listener's bug must not break the worker's connection
                 log.exception("fleet listener failed on %s", event)
 
@@ -96,6 +108,18 @@ class Fleet:
 
     def get(self, worker_id: str) -> Worker | None:
         return self.workers.get(worker_id)
+
+    async def copy_blob(self, sha: str, size: int, source: Worker, target: Worker, timeout: float) -> bool:
+        """Have ``source`` send a blob it holds to ``target`` over WebRTC; True once the target verified it."""
+        transfer = self.transfers.arrange(sha, size, source.worker_id, target.worker_id)
+        await target.send(p.BlobReceive(transfer_id=transfer.id, sha256=sha, size=size, from_=source.worker_id))
+        await source.send(p.BlobSend(transfer_id=transfer.id, sha256=sha, to=target.worker_id))
+        try:
+            ok, _ = await asyncio.wait_for(asyncio.shield(transfer.done), timeout)
+        except TimeoutError:
+            self.transfers.finish(transfer, False, "timed out")
+            return False
+        return ok
 
     def visible_to(self, account_id: int, is_admin: bool) -> list[Worker]:
         """Admins see the fleet; everyone else their own browsers."""

@@ -22,12 +22,10 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-import httpx
-
+from appliance.api_client import Api
 from appliance.cli import CommandError
 
 CHUNK = 1024 * 1024
-TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
 
 def _quote(key: str) -> str:
@@ -41,58 +39,6 @@ def _split(target: str, *, need_key: bool) -> tuple[str, str]:
     if need_key and not key:
         raise CommandError(f"{target!r} does not name an object (BUCKET/KEY)")
     return bucket, key
-
-
-def _sentence(detail: str) -> str:
-    """A server message as a CLI message: "Bucket x not found." -> "bucket x not found"."""
-    detail = detail.strip().rstrip(".")
-    if len(detail) > 1 and detail[0].isupper() and detail[1].islower():
-        detail = detail[0].lower() + detail[1:]
-    return detail
-
-
-class Api:
-    def __init__(self, args: argparse.Namespace):
-        server = args.server or os.environ.get("PEERMR_SERVER", "")
-        token = args.token or os.environ.get("PEERMR_TOKEN", "")
-        if not server:
-            raise CommandError("no server: pass --server URL or set PEERMR_SERVER")
-        if not token:
-            raise CommandError("no API token: pass --token T or set PEERMR_TOKEN (see `peermr token create`)")
-        self.server = server.rstrip("/")
-        self.client = httpx.Client(
-            base_url=self.server + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT
-        )
-
-    def close(self) -> None:
-        self.client.close()
-
-    def fail(self, response: httpx.Response) -> CommandError:
-        try:
-            detail = response.json().get("detail") or response.reason_phrase
-        except (ValueError, AttributeError):
-            detail = response.text.strip()[:200] or response.reason_phrase
-        if response.status_code == 401:
-            return CommandError(f"the server refused the token: {_sentence(detail)}")
-        return CommandError(_sentence(str(detail)))
-
-    @contextlib.contextmanager
-    def reaching(self):
-        try:
-            yield
-        except httpx.TimeoutException as exc:
-            raise CommandError(f"{self.server} did not answer in time ({exc})") from None
-        except httpx.RemoteProtocolError as exc:
-            raise CommandError(f"the connection to {self.server} broke off: {exc}") from None
-        except httpx.TransportError as exc:
-            raise CommandError(f"cannot reach {self.server}: {exc}") from None
-
-    def request(self, method: str, path: str, **kwargs) -> httpx.Response:
-        with self.reaching():
-            response = self.client.request(method, path, **kwargs)
-        if response.status_code >= 400:
-            raise self.fail(response)
-        return response
 
 
 def _size(n: int) -> str:

@@ -187,15 +187,7 @@ class DataNodes:
         return isinstance(reply, p.BlobStored) and reply.sha256 == sha
 
     async def _copy_between_browsers(self, sha: str, size: int, source: Worker, target: Worker) -> bool:
-        transfer = self.fleet.transfers.arrange(sha, size, source.worker_id, target.worker_id)
-        await target.send(p.BlobReceive(transfer_id=transfer.id, sha256=sha, size=size, from_=source.worker_id))
-        await source.send(p.BlobSend(transfer_id=transfer.id, sha256=sha, to=target.worker_id))
-        try:
-            ok, _ = await asyncio.wait_for(asyncio.shield(transfer.done), REQUEST_TIMEOUT)
-        except TimeoutError:
-            self.fleet.transfers.finish(transfer, False, "timed out")
-            return False
-        return ok
+        return await self.fleet.copy_blob(sha, size, source, target, REQUEST_TIMEOUT)
 
     # ------------------------------------------------------------ reading back
 

@@ -8,6 +8,13 @@ import re
 BUCKET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_KEY_BYTES = 1024
 MAX_BUCKETS_PER_ACCOUNT = 20
+# Buckets the appliance makes for accounts (job outputs) are named with this prefix.
+RESERVED_PREFIX = "peermr-"
+
+
+def runs_bucket_name(account_id: int) -> str:
+    """The bucket holding an account's job run outputs."""
+    return f"{RESERVED_PREFIX}runs-{account_id}"
 
 
 class InvalidName(ValueError):
@@ -26,6 +33,8 @@ def check_bucket_name(name: str) -> str:
         )
     if ".." in name:
         raise InvalidName(f"Bucket name {name!r} must not contain two dots in a row.")
+    if name.startswith(RESERVED_PREFIX):
+        raise InvalidName(f"Bucket names starting with {RESERVED_PREFIX!r} are reserved for the appliance.")
     try:
         ipaddress.IPv4Address(name)
     except ValueError:

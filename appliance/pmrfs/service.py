@@ -25,7 +25,7 @@ from appliance.clock import now
 from appliance.pmrfs import blobstore, namenode
 from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore
 from appliance.pmrfs.namenode import APPLIANCE, LiveHolders, ReplicaInfo, chunks, live_holders, serving
-from appliance.pmrfs.names import MAX_BUCKETS_PER_ACCOUNT, InvalidName, check_bucket_name, check_key
+from appliance.pmrfs.names import MAX_BUCKETS_PER_ACCOUNT, InvalidName, check_bucket_name, check_key, runs_bucket_name
 from appliance.pmrfs.tables import Blob, Bucket, ObjectBlob, Replica, StoredObject
 
 log = logging.getLogger(__name__)
@@ -298,19 +298,24 @@ class Ingest:
         self.written = set()
 
 
-async def _ensure_blobs(blobs: list[tuple[str, int]]) -> dict[str, int]:
-    """Blob rows (and confirmed appliance replicas) for these blobs; returns sha256 -> blob id."""
-    sizes = dict(blobs)
+async def _blob_ids(sizes: dict[str, int], t) -> dict[str, int]:
+    """sha256 -> blob id, inserting the blob rows that do not exist yet."""
     ids: dict[str, int] = {}
     for part in chunks(sorted(sizes)):
         rows = await Blob.select(Blob.id, Blob.sha256).where(Blob.sha256.is_in(part))
         ids.update({r["sha256"]: r["id"] for r in rows})
-    t = now()
     missing = [sha for sha in sizes if sha not in ids]
     for part in chunks(missing):
         await Blob.insert(*(Blob(sha256=sha, size=sizes[sha], created_at=t) for sha in part))
         rows = await Blob.select(Blob.id, Blob.sha256).where(Blob.sha256.is_in(part))
         ids.update({r["sha256"]: r["id"] for r in rows})
+    return ids
+
+
+async def _ensure_blobs(blobs: list[tuple[str, int]]) -> dict[str, int]:
+    """Blob rows (and confirmed appliance replicas) for these blobs; returns sha256 -> blob id."""
+    t = now()
+    ids = await _blob_ids(dict(blobs), t)
     slots = {f"{blob_id}:{APPLIANCE}": blob_id for blob_id in ids.values()}
     present: set[str] = set()
     for part in chunks(sorted(slots)):
@@ -370,6 +375,62 @@ async def commit_object(
         available=True,
         blobs=len(ingest.blobs),
     )
+
+
+async def record_browser_object(
+    owner_id: int,
+    key: str,
+    blobs: list[tuple[str, int]],
+    holders: dict[str, set[str]],
+    *,
+    content_type: str,
+    pinned: bool,
+) -> None:
+    """Record an object whose blobs browsers already hold (a job run's output) in the owner's runs bucket.
+
+    The bucket is made on first use and is private, so the blobs only ever move to the owner's browsers.
+    A pinned object's blobs are then copied to the appliance (``restore_appliance_copies``).
+    """
+    key = _key(key)
+    name = runs_bucket_name(owner_id)
+    sizes = dict(blobs)
+    t = now()
+    async with Bucket._meta.db.transaction():
+        bucket = await Bucket.select(Bucket.id).where(Bucket.name == name).first()
+        if bucket is None:
+            await Bucket.insert(Bucket(name=name, owner=owner_id, private=True, created_at=t))
+            bucket = await Bucket.select(Bucket.id).where(Bucket.name == name).first()
+        slot = f"{bucket['id']}/{key}"
+        await StoredObject.delete().where(StoredObject.slot == slot)
+        ids = await _blob_ids(sizes, t)
+        inserted = await StoredObject.insert(
+            StoredObject(
+                bucket=bucket["id"],
+                slot=slot,
+                key=key,
+                size=sum(size for _, size in blobs),
+                content_type=content_type,
+                created_at=t,
+                pinned=pinned,
+            )
+        ).returning(StoredObject.id)
+        object_id = inserted[0]["id"]
+        references = [
+            ObjectBlob(stored_object=object_id, position=i, blob=ids[sha]) for i, (sha, _) in enumerate(blobs)
+        ]
+        for part in chunks(references):
+            await ObjectBlob.insert(*part)
+        wanted = {f"{ids[sha]}:{holder}": (ids[sha], holder) for sha, who in holders.items() for holder in who}
+        present: set[str] = set()
+        for part in chunks(sorted(wanted)):
+            present.update(r["slot"] for r in await Replica.select(Replica.slot).where(Replica.slot.is_in(part)))
+        new = [
+            Replica(blob=b, holder=h, slot=s, added_at=t, confirmed_at=t)
+            for s, (b, h) in wanted.items()
+            if s not in present
+        ]
+        for part in chunks(new):
+            await Replica.insert(*part)
 
 
 async def check_upload(actor: Actor, bucket: str, key: str | None, declared_size: int | None, max_bytes: int) -> None:

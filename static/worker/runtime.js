@@ -2,6 +2,7 @@
 // Protocol: docs/protocol.md ("Worker WebSocket").
 import {BlobStore} from './blobstore.js';
 import {DataNode} from './datanode.js';
+import {TaskRunner} from './tasks.js';
 
 const ID_KEY = 'peermr-worker-id';
 const $ = id => document.getElementById(id);
@@ -23,7 +24,7 @@ let mayReconnect = true;
 let paused = false;
 let iceServers = [];
 
-const state = window.peermrWorker = {connected: false, workerId, account: null, state: null, error: null};
+const state = window.peermrWorker = {connected: false, workerId, account: null, state: null, error: null, tasksStarted: 0};
 
 function show(connection, cls) {
   $('connection').textContent = connection;
@@ -145,10 +146,15 @@ async function connect() {
     let message;
     try { message = JSON.parse(event.data); } catch { return; }
     if (handlers[message.type]) handlers[message.type](message);
+    else if (message.type.startsWith('task-')) {
+      if (message.type === 'task-assign') state.tasksStarted++;
+      tasks.handle(message).catch(e => console.error('task', message.type, e));
+    }
     else datanode.handle(message).catch(e => console.error('datanode', message.type, e));
   };
   socket.onclose = () => {
     state.connected = false;
+    tasks.cancelAll();  // the appliance gives a reconnected worker's rank to another; stop wasting cycles
     $('pause').disabled = true;
     if (!mayReconnect) {
       show('disconnected', 'status-disconnected');
@@ -183,6 +189,12 @@ const datanode = new DataNode({
   getStore: () => store,
   send,
   iceServers: () => iceServers,
+  onChange: () => refreshStored(),
+});
+const tasks = new TaskRunner({
+  getStore: () => store,
+  send,
+  onBusy: busy => state.state !== 'paused' && setState(busy ? 'busy' : 'idle'),
   onChange: () => refreshStored(),
 });
 $('worker-id').textContent = workerId;

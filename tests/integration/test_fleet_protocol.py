@@ -132,7 +132,7 @@ def test_oversized_and_repeated_bad_messages_close_only_that_connection(applianc
                     "id": 1,
                     "workerId": "y" * 20,
                     "capabilities": CAPABILITIES,
-                    "blobs": ["0" * 64] * 2000,
+                    "blobs": ["0" * 64] * 20_000,
                 }
             )
         )

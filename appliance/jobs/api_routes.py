@@ -1,0 +1,185 @@
+"""Jobs and runs in the REST API (contract: ../shared/DESIGN.md §10, docs/protocol.md "REST")."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import msgspec
+from litestar import Request, delete, get, post, put
+from litestar.di import NamedDependency
+from litestar.exceptions import HTTPException
+from litestar.params import FromPath, FromQuery
+from litestar.response import Response, Stream
+from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
+
+from appliance.accounts.auth import COORDINATOR, access
+from appliance.config import Settings
+from appliance.jobs import service
+from appliance.jobs.outputs import cloud_reader, json_lines
+from appliance.jobs.service import Actor, JobInfo, JobsError, RunInfo, ScriptRefused
+from appliance.pmrfs.blobstore import store_for
+
+TAGS = ["jobs"]
+
+
+@contextlib.contextmanager
+def api_errors():
+    """Refusals as JSON errors with their status; a refused script also says where."""
+    try:
+        yield
+    except ScriptRefused as exc:
+        raise HTTPException(
+            status_code=exc.status, detail=str(exc), extra={"line": exc.line, "column": exc.column}
+        ) from None
+    except JobsError as exc:
+        raise HTTPException(status_code=exc.status, detail=str(exc)) from None
+
+
+class JobIn(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    script: str
+
+
+class JobUpdate(msgspec.Struct, forbid_unknown_fields=True):
+    name: str | None = None
+    script: str | None = None
+
+
+def appliance_origin(request: Request) -> str:
+    return f"{request.url.scheme}://{request.url.netloc}"
+
+
+def _coordinator(request: Request):
+    return request.app.state.coordinator
+
+
+@post(
+    "/api/v1/jobs",
+    opt=access(COORDINATOR),
+    status_code=HTTP_201_CREATED,
+    tags=TAGS,
+    summary="Save a job",
+    description="The script is evaluated against a recording SDK to extract its spec; a script that does not "
+    "evaluate (a syntax error, no start(jobRunner)) is refused with 400 and its line and column.",
+)
+async def create_job(request: Request, data: JobIn) -> JobInfo:
+    with api_errors():
+        return await service.create_job(Actor.of(request.user), data.name, data.script)
+
+
+@get("/api/v1/jobs", opt=access(COORDINATOR), tags=TAGS, summary="Your jobs (an admin sees all)")
+async def list_jobs(request: Request) -> list[JobInfo]:
+    return await service.list_jobs(Actor.of(request.user))
+
+
+@get("/api/v1/jobs/{job_id:int}", opt=access(COORDINATOR), tags=TAGS, summary="A job with its script and spec")
+async def get_job(request: Request, job_id: FromPath[int]) -> JobInfo:
+    with api_errors():
+        return await service.get_job(Actor.of(request.user), job_id)
+
+
+@put("/api/v1/jobs/{job_id:int}", opt=access(COORDINATOR), tags=TAGS, summary="Rename a job or replace its script")
+async def update_job(request: Request, job_id: FromPath[int], data: JobUpdate) -> JobInfo:
+    with api_errors():
+        return await service.update_job(Actor.of(request.user), job_id, data.name, data.script)
+
+
+@delete(
+    "/api/v1/jobs/{job_id:int}",
+    opt=access(COORDINATOR),
+    status_code=HTTP_204_NO_CONTENT,
+    tags=TAGS,
+    summary="Delete a job (its runs stay)",
+)
+async def delete_job(request: Request, job_id: FromPath[int]) -> None:
+    with api_errors():
+        await service.delete_job(Actor.of(request.user), job_id)
+
+
+@post(
+    "/api/v1/jobs/{job_id:int}/runs",
+    opt=access(COORDINATOR),
+    status_code=HTTP_201_CREATED,
+    tags=TAGS,
+    summary="Run a job",
+    description="The body may override the script's run metadata: workerCount, groupCount, privateMode, gpu, "
+    "gpuRequirements, saveIntermediateOutput, seed, staleness. The run is queued; poll GET /api/v1/runs/{id}.",
+)
+async def start_run(
+    request: Request, job_id: FromPath[int], settings: NamedDependency[Settings], data: dict[str, Any] | None = None
+) -> RunInfo:
+    with api_errors():
+        return await service.start_run(
+            Actor.of(request.user), job_id, data or {}, _coordinator(request), settings, appliance_origin(request)
+        )
+
+
+@get("/api/v1/runs", opt=access(COORDINATOR), tags=TAGS, summary="Recent runs (an admin sees all)")
+async def list_runs(request: Request, job: FromQuery[int | None] = None) -> list[RunInfo]:
+    return await service.list_runs(Actor.of(request.user), _coordinator(request), job_id=job)
+
+
+@get(
+    "/api/v1/runs/{run_id:int}",
+    opt=access(COORDINATOR),
+    tags=TAGS,
+    summary="A run: state, reason, queue position and progress per group and stage",
+)
+async def get_run(request: Request, run_id: FromPath[int]) -> RunInfo:
+    with api_errors():
+        return await service.get_run(Actor.of(request.user), run_id, _coordinator(request))
+
+
+@post("/api/v1/runs/{run_id:int}/cancel", opt=access(COORDINATOR), tags=TAGS, summary="Cancel a queued or running run")
+async def cancel_run(request: Request, run_id: FromPath[int]) -> RunInfo:
+    with api_errors():
+        return await service.cancel_run(Actor.of(request.user), run_id, _coordinator(request))
+
+
+@get(
+    "/api/v1/runs/{run_id:int}/output",
+    opt=access(COORDINATOR),
+    tags=TAGS,
+    summary="A succeeded run's output",
+    description="JSON lines of [key, value], one group at a time (group=A by default).",
+)
+async def run_output(
+    request: Request, run_id: FromPath[int], settings: NamedDependency[Settings], group: FromQuery[str] = "A"
+) -> Stream:
+    actor = Actor.of(request.user)
+    with api_errors():
+        records = service.run_output(
+            actor, run_id, group, store_for(settings.data_path), await cloud_reader(actor, run_id)
+        )
+        first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
+    return Stream(json_lines(first, records), media_type="application/x-ndjson")
+
+
+@get(
+    "/api/v1/runs/{run_id:int}/logs",
+    opt=access(COORDINATOR),
+    tags=TAGS,
+    summary="A run's log lines as JSON lines",
+    description="Optionally one source: worker=<worker id> or worker=coordinator.",
+)
+async def run_logs(request: Request, run_id: FromPath[int], worker: FromQuery[str | None] = None) -> Response:
+    with api_errors():
+        lines = await service.run_logs(Actor.of(request.user), run_id, source=worker, limit=1_000_000)
+    body = b"".join(msgspec.json.encode(line) + b"\n" for _, line in lines)
+    return Response(body, media_type="application/x-ndjson")
+
+
+ROUTES = [
+    create_job,
+    list_jobs,
+    get_job,
+    update_job,
+    delete_job,
+    start_run,
+    list_runs,
+    get_run,
+    cancel_run,
+    run_output,
+    run_logs,
+]

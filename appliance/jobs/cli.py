@@ -1,0 +1,148 @@
+"""`peermr job run`: save a job script and run it on an appliance, from a terminal.
+
+    peermr job run wordcount.js --server URL --token T [--workers N] [--private] [--wait] [--output out.jsonl]
+
+The job is saved under the file's name (replacing the script of a job of that name). With --wait
+a progress bar follows the run; the exit status is 0 when it succeeded and 1, with the reason,
+when it failed or was cancelled. --output writes the output as JSON lines of [key, value] (one
+file per group when the run has several: out.A.jsonl, out.B.jsonl, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from appliance.api_client import Api
+from appliance.cli import CommandError
+
+POLL_SECONDS = 0.5
+BAR_WIDTH = 30
+
+
+def _save_job(api: Api, name: str, script: str, path: Path) -> int:
+    existing = next((j for j in api.request("GET", "/jobs").json() if j["name"] == name), None)
+    with api.reaching():
+        if existing:
+            response = api.client.put(f"/jobs/{existing['id']}", json={"script": script})
+        else:
+            response = api.client.post("/jobs", json={"name": name, "script": script})
+    if response.status_code == 400 and "line" in response.text:
+        body = response.json()
+        extra = body.get("extra") or {}
+        where = f"{path}:{extra['line']}" if extra.get("line") else str(path)
+        if extra.get("column"):
+            where += f":{extra['column']}"
+        raise CommandError(f"{where}: {body.get('detail')}")
+    if response.status_code >= 400:
+        raise api.fail(response)
+    return response.json()["id"]
+
+
+def _progress_line(run: dict) -> tuple[str, float]:
+    if run["state"] == "queued":
+        position = run.get("queue_position")
+        reason = run.get("reason") or "waiting for workers"
+        return f"queued{f' (#{position})' if position else ''}: {reason}", 0.0
+    rows = run.get("progress") or []
+    total = sum(r["total"] for r in rows) or 1
+    done = sum(r["done"] for r in rows)
+    current = next((r for r in rows if r["done"] < r["total"]), None)
+    stage = "input" if current and current["stage"] < 0 else f"stage {current['stage'] + 1}" if current else "done"
+    return f"{run['state']} {done}/{total} tasks, {stage}", done / total
+
+
+class Bar:
+    """One line redrawn in place on a terminal; state changes as plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def show(self, text: str, fraction: float) -> None:
+        if self.tty:
+            filled = int(BAR_WIDTH * fraction)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {text[:80]:<80}")
+            sys.stderr.flush()
+        elif text != self.last:
+            print(text, file=sys.stderr)
+        self.last = text
+
+    def end(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+def _wait(api: Api, run_id: int) -> dict:
+    bar = Bar()
+    try:
+        while True:
+            run = api.request("GET", f"/runs/{run_id}").json()
+            text, fraction = _progress_line(run)
+            bar.show(text, fraction)
+            if run["state"] not in ("queued", "running"):
+                return run
+            time.sleep(POLL_SECONDS)
+    finally:
+        bar.end()
+
+
+def _download(api: Api, run: dict, output: Path) -> None:
+    groups = [chr(ord("A") + i) for i in range(run["spec"]["groupCount"])]
+    for group in groups:
+        target = output if len(groups) == 1 else output.with_name(f"{output.stem}.{group}{output.suffix}")
+        with api.reaching(), api.client.stream("GET", f"/runs/{run['id']}/output", params={"group": group}) as r:
+            if r.status_code >= 400:
+                r.read()
+                raise api.fail(r)
+            with open(target, "wb") as f:
+                for chunk in r.iter_bytes():
+                    f.write(chunk)
+        print(f"wrote {target}", file=sys.stderr)
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    path = Path(args.file)
+    try:
+        script = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    api = Api(args)
+    try:
+        job_id = _save_job(api, args.name or path.stem, script, path)
+        overrides: dict = {}
+        if args.workers is not None:
+            overrides["workerCount"] = args.workers
+        if args.private:
+            overrides["privateMode"] = True
+        run = api.request("POST", f"/jobs/{job_id}/runs", json=overrides).json()
+        print(f"run {run['id']}: {api.server}/ui/runs/{run['id']}", file=sys.stderr)
+        if not args.wait:
+            print(run["id"])
+            return
+        run = _wait(api, run["id"])
+        if run["state"] != "succeeded":
+            raise CommandError(f"run {run['id']} {run['state']}: {run['reason'] or 'no reason given'}")
+        print(f"run {run['id']} succeeded", file=sys.stderr)
+        if args.output:
+            _download(api, run, Path(args.output))
+    finally:
+        api.close()
+
+
+def add_parser(sub) -> None:
+    job = sub.add_parser("job", help="jobs on a running appliance").add_subparsers(
+        dest="job_command", required=True, metavar="ACTION"
+    )
+    run = job.add_parser("run", help="save FILE.js as a job and run it")
+    run.add_argument("file", metavar="FILE.js")
+    run.add_argument("--server", help="the appliance's URL (env PEERMR_SERVER)")
+    run.add_argument("--token", help="an API token (env PEERMR_TOKEN)")
+    run.add_argument("--name", help="the job's name (default: the file's name without .js)")
+    run.add_argument("--workers", type=int, help="workers per group (overrides the script's workerCount)")
+    run.add_argument("--private", action="store_true", help="run only on your own account's browsers")
+    run.add_argument("--wait", action="store_true", help="follow the run; exit 1 if it does not succeed")
+    run.add_argument("--output", metavar="FILE", help="with --wait: write the output as JSON lines")
+    run.set_defaults(func=cmd_run)

@@ -1,0 +1,654 @@
+"""The scheduler loop of jobs/: one FIFO queue, the runs in progress, and the workers' task messages.
+
+State that must survive a restart lives in the database (the queue is the ``queued`` runs, a run's
+outcome, tasks and logs are written when it ends); everything else is in memory and rebuilt from
+the fleet. The hot path (a task finishing, the next one starting) touches no database, so the
+coordinator keeps up with thousands of short tasks a second.
+
+Queue rule: runs start in the order they were queued. A run further back may start only with
+workers that no run ahead of it could use (so a GPU run waiting for WebGPU browsers does not hold
+up CPU runs, and a large run is not starved by small ones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass, field
+
+import msgspec
+
+from appliance.clock import now
+from appliance.cloud import service as cloud
+from appliance.config import Settings
+from appliance.fleet import protocol as p
+from appliance.fleet.registry import Fleet, Worker
+from appliance.jobs import selection
+from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task
+from appliance.jobs.logs import RunLogs
+from appliance.jobs.sandbox_policy import allowed_origins
+from appliance.jobs.spec import JobSpec
+from appliance.jobs.tables import Run, RunOutput, RunTask
+from appliance.pmrfs import namenode
+from appliance.pmrfs import service as pmrfs
+from appliance.pmrfs.blobstore import BlobStore
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 1.0
+COPY_TIMEOUT = 120.0
+MAX_PARALLEL_COPIES = 8
+MAX_STAGING_FAILURES = 3
+RESTART_REASON = "the appliance restarted while this run was running; run it again"
+
+
+@dataclass
+class Queued:
+    run_id: int
+    owner_id: int
+    spec: JobSpec
+    reason: str = ""
+
+
+@dataclass
+class Active:
+    run_id: int
+    owner_id: int
+    spec: JobSpec
+    execution: RunExecution
+    origins: list[str]
+    storage: cloud.CloudStorage | None = None
+    vacant_since: dict[tuple[str, int], float] = field(default_factory=dict)
+    # Workers sent away from this run (they timed out or misbehaved): not taken back.
+    excluded: set[str] = field(default_factory=set)
+    staging_failures: int = 0
+    put_keys: dict[str, int] = field(default_factory=dict)
+    ending: bool = False
+
+    @property
+    def script_url(self) -> str:
+        return f"/worker/runs/{self.run_id}/sandbox.js"
+
+    def key_prefix(self) -> str:
+        return f"peermr/runs/{self.run_id}"
+
+
+def _stage_name(execution: RunExecution, stage: int) -> str:
+    return "the input function" if stage == INPUT_STAGE else f"stage {stage + 1} ({execution.kind(stage)})"
+
+
+class Coordinator:
+    def __init__(self, fleet: Fleet, settings: Settings, store: BlobStore, logs: RunLogs):
+        self.fleet = fleet
+        self.settings = settings
+        self.store = store
+        self.logs = logs
+        self.queue: list[Queued] = []
+        self.active: dict[int, Active] = {}
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.background: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        await self._recover()
+        self.fleet.listeners.append(self)
+        self.task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        for task in [self.task, *self.background]:
+            if task:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _recover(self) -> None:
+        """After a restart: queued runs stay queued; runs that were running cannot resume (their workers'
+        in-memory task state is gone), so they fail with a reason that says so."""
+        interrupted = await Run.select(Run.id).where(Run.state == "running")
+        if interrupted:
+            await Run.update({Run.state: "failed", Run.reason: RESTART_REASON, Run.finished_at: now()}).where(
+                Run.state == "running"
+            )
+            for row in interrupted:
+                self.logs.add(row["id"], RESTART_REASON, level="error")
+        for row in await Run.select(Run.id, Run.owner, Run.spec).where(Run.state == "queued").order_by(Run.id):
+            self.queue.append(Queued(row["id"], row["owner"], msgspec.json.decode(row["spec"], type=JobSpec)))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self._reap)
+
+    def _reap(self, task: asyncio.Task) -> None:
+        self.background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("coordinator task failed", exc_info=task.exception())
+
+    # ------------------------------------------------------------ what the routes call
+
+    def enqueue(self, run_id: int, owner_id: int, spec: JobSpec) -> None:
+        self.queue.append(Queued(run_id, owner_id, spec))
+        self.logs.add(run_id, f"queued: needs {selection.needed(spec)} worker(s)")
+        self.wake.set()
+
+    async def cancel(self, run_id: int) -> bool:
+        """Cancel a queued or running run; False when it is neither."""
+        for queued in self.queue:
+            if queued.run_id == run_id:
+                self.queue.remove(queued)
+                self.logs.add(run_id, "cancelled by its coordinator before it started")
+                await self.logs.flush()
+                await self._store_end(run_id, "cancelled", "cancelled by its coordinator", [], [])
+                return True
+        run = self.active.get(run_id)
+        if run is None or run.ending:
+            return False
+        await self._end(run, "cancelled", "cancelled by its coordinator")
+        return True
+
+    def position(self, run_id: int) -> int | None:
+        """1 for the head of the queue; None when the run is not queued."""
+        for index, queued in enumerate(self.queue):
+            if queued.run_id == run_id:
+                return index + 1
+        return None
+
+    def reason(self, run_id: int) -> str | None:
+        return next((q.reason for q in self.queue if q.run_id == run_id), None)
+
+    def live(self, run_id: int) -> Active | None:
+        return self.active.get(run_id)
+
+    def allows_sandbox(self, run_id: int, account_id: int) -> bool:
+        """Only browsers of an account that holds a rank in the run may load its sandbox script."""
+        run = self.active.get(run_id)
+        if run is None:
+            return False
+        return any(
+            (w := self.fleet.get(worker_id)) is not None and w.account_id == account_id
+            for worker_id in run.execution.workers()
+        )
+
+    # ------------------------------------------------------------ fleet events
+
+    def worker_joined(self, worker: Worker, blobs: list[str]) -> None:
+        self.wake.set()
+
+    def worker_left(self, worker: Worker) -> None:
+        run = self.active.get(worker.run_id) if worker.run_id is not None else None
+        if run is not None and not run.ending:
+            self._lose(run, worker.worker_id, "disconnected")
+        self.wake.set()
+
+    def task_message(self, worker: Worker, message: object) -> None:
+        run = self.active.get(worker.run_id) if worker.run_id is not None else None
+        if run is None or run.ending:
+            return
+        task = run.execution.find(message.task_id)
+        if task is None or task.worker_id != worker.worker_id:
+            return  # an attempt that was replaced, or a message for someone else's task
+        if isinstance(message, p.TaskProgress):
+            task.emits, task.bytes, task.last_activity = message.emits, message.bytes, time.monotonic()
+        elif isinstance(message, p.TaskLog):
+            for line in message.lines:
+                self.logs.add(
+                    run.run_id,
+                    line.text,
+                    source=worker.worker_id,
+                    level=line.level,
+                    group=task.group,
+                    rank=task.rank,
+                    at=dt.datetime.fromtimestamp(line.at / 1000, dt.UTC),
+                )
+        elif isinstance(message, p.TaskWorkerTimeout):
+            task.worker_timeout, task.last_activity = message.seconds, time.monotonic()
+        elif isinstance(message, p.TaskPutUrl):
+            self._spawn(self._put_url(run, task, worker, message))
+        elif isinstance(message, p.TaskDone):
+            self._done(run, task, worker, message)
+        elif isinstance(message, p.TaskFailed):
+            self._failed(run, task, message)
+
+    # ------------------------------------------------------------ the loop
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), TICK_SECONDS)
+            self.wake.clear()
+            try:
+                await self._start_queued()
+                for run in list(self.active.values()):
+                    await self._drive(run)
+            except Exception:
+                log.exception("scheduling round failed; retrying")
+
+    async def _start_queued(self) -> None:
+        idle = [w for w in self.fleet.workers.values() if selection.available(w)]
+        claimed: set[str] = set()
+        for queued in list(self.queue):
+            usable = [w for w in idle if selection.eligible(w, queued.spec, queued.owner_id)]
+            free = [w for w in usable if w.worker_id not in claimed]
+            if len(free) >= selection.needed(queued.spec):
+                chosen = selection.ranked(free)[: selection.needed(queued.spec)]
+                self.queue.remove(queued)
+                idle = [w for w in idle if w not in chosen]
+                await self._begin(queued, chosen)
+                continue
+            reason = selection.wait_reason(queued.spec, len(free), len(usable) - len(free))
+            if reason != queued.reason:
+                queued.reason = reason
+                await Run.update({Run.reason: reason}).where(Run.id == queued.run_id)
+            claimed.update(w.worker_id for w in usable)
+
+    async def _begin(self, queued: Queued, workers: list[Worker]) -> None:
+        spec = queued.spec
+        storage = None
+        if spec.storage_type != "pmrfs":
+            storage = await cloud.storage_for(queued.owner_id)
+            if storage is None:
+                reason = "storage type s3 needs the account's Cloud Data settings (bucket and keys); none are saved"
+                await self._store_end(queued.run_id, "failed", reason, [], [])
+                return
+        execution = RunExecution(queued.run_id, spec, cloud=storage is not None)
+        for index, worker in enumerate(workers):
+            group = list(execution.groups)[index // spec.worker_count]
+            execution.assign(group, index % spec.worker_count, worker.worker_id)
+            worker.run_id = queued.run_id
+        run = Active(queued.run_id, queued.owner_id, spec, execution, await allowed_origins(self.settings), storage)
+        self.active[run.run_id] = run
+        await Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)
+        self.logs.add(run.run_id, f"started on {len(workers)} worker(s): " + ", ".join(w.worker_id for w in workers))
+
+    async def _drive(self, run: Active) -> None:
+        if run.ending:
+            return
+        execution = run.execution
+        clock = time.monotonic()
+        self._fill_vacancies(run)
+        for place, since in list(run.vacant_since.items()):
+            if clock - since > self.settings.job_replacement_grace_seconds:
+                group, rank = place
+                await self._end(
+                    run,
+                    "failed",
+                    f"rank {rank} of group {group} lost its worker and no eligible worker became free within "
+                    f"{self.settings.job_replacement_grace_seconds} s",
+                )
+                return
+        overdue = execution.overdue_stage(clock)
+        if overdue is not None:
+            group, stage = overdue
+            timeout = run.spec.stages[stage].timeout if stage != INPUT_STAGE else 3600
+            await self._end(
+                run, "failed", f"{_stage_name(execution, stage)} of group {group} exceeded its timeout of {timeout} s"
+            )
+            return
+        for task in execution.idle_too_long(clock):
+            worker_id = task.worker_id or ""
+            self.logs.add(
+                run.run_id,
+                f"worker {worker_id} ran {_stage_name(execution, task.stage)} on rank {task.rank} of group "
+                f"{task.group} for {task.worker_timeout:.0f} s without an emit (its worker timeout); "
+                "another worker takes over its rank",
+                level="warn",
+            )
+            self._send_away(run, worker_id, task)
+        for task in execution.ready():
+            execution.start(task)
+            self._spawn(self._launch(run, task))
+        if execution.finished():
+            run.ending = True
+            self._spawn(self._succeed(run))
+
+    def _fill_vacancies(self, run: Active) -> None:
+        for group, rank in run.execution.vacant_ranks():
+            candidates = [
+                w
+                for w in self.fleet.workers.values()
+                if selection.available(w)
+                and w.worker_id not in run.excluded
+                and selection.eligible(w, run.spec, run.owner_id)
+            ]
+            if not candidates:
+                run.vacant_since.setdefault((group, rank), time.monotonic())
+                continue
+            worker = selection.ranked(candidates)[0]
+            run.execution.assign(group, rank, worker.worker_id)
+            worker.run_id = run.run_id
+            run.vacant_since.pop((group, rank), None)
+            self.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
+
+    def _lose(self, run: Active, worker_id: str, why: str) -> None:
+        place = run.execution.rank_of(worker_id)
+        again = run.execution.lose_worker(worker_id)
+        if place is not None:
+            run.vacant_since.setdefault(place, time.monotonic())
+            self.logs.add(
+                run.run_id,
+                f"worker {worker_id} (rank {place[1]} of group {place[0]}) {why}; "
+                f"{len(again)} task(s) will run again on its replacement",
+                level="warn",
+            )
+
+    def _send_away(self, run: Active, worker_id: str, task: Task | None) -> None:
+        """Take a worker off the run (it timed out or misbehaved) and give its rank to another."""
+        worker = self.fleet.get(worker_id)
+        if worker is not None:
+            if task is not None:
+                self._spawn(worker.send(p.TaskCancel(task_id=task.id)))
+            worker.run_id = None
+        run.excluded.add(worker_id)
+        self._lose(run, worker_id, "was taken off the run")
+        self.wake.set()
+
+    # ------------------------------------------------------------ running a task
+
+    async def _launch(self, run: Active, task: Task) -> None:
+        attempt = task.attempt
+        worker = self.fleet.get(task.worker_id or "")
+        if worker is None:
+            return
+        inputs = run.execution.inputs(task)
+        if run.storage is None:
+            error = await self._stage(run, worker, inputs)
+            if task.attempt != attempt or task.state != "staging":
+                return  # lost meanwhile; it was rescheduled
+            if error:
+                run.staging_failures += 1
+                self.logs.add(
+                    run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn"
+                )
+                if run.staging_failures > MAX_STAGING_FAILURES:
+                    await self._end(run, "failed", f"inputs could not be moved between workers: {error}")
+                    return
+                run.execution.retry(task, "failed", error)
+                self.wake.set()
+                return
+            described = [{"sha256": o.location, "size": o.size} for o in inputs]
+        else:
+            described = [{"url": cloud.presign_get(run.storage, o.location)} for o in inputs]
+        run.execution.running(task)
+        stage = task.stage
+        assign = p.TaskAssign(
+            task_id=task.id,
+            run_id=run.run_id,
+            script=run.script_url,
+            kind=run.execution.kind(stage),
+            stage=stage,
+            group=task.group,
+            rank=task.rank,
+            worker_count=run.execution.worker_count,
+            partitioning=run.execution.partitioning(stage),
+            input_content_type=run.execution.content_type(stage - 1) if stage != INPUT_STAGE else "application/json",
+            output_content_type=run.execution.content_type(stage),
+            inputs=described,
+            wasm={w.name: w.url for w in run.spec.wasm_binaries},
+            storage="pmrfs" if run.storage is None else "s3",
+            worker_timeout=task.worker_timeout,
+            fetch_origins=run.origins,
+        )
+        try:
+            await worker.send(assign)
+        except Exception:
+            return  # the socket closed; worker_left reschedules the task
+
+    async def _stage(self, run: Active, target: Worker, inputs: list[Output]) -> str:
+        """Copy the inputs the target does not hold from a worker that does; '' when all arrived."""
+        limit = asyncio.Semaphore(MAX_PARALLEL_COPIES)
+
+        async def fetch(output: Output) -> str:
+            async with limit:
+                holders = [h for h in sorted(output.holders) if self.fleet.get(h) is not None]
+                for holder in holders:
+                    source = self.fleet.get(holder)
+                    if source is None:
+                        continue
+                    if await self.fleet.copy_blob(output.location, output.size, source, target, COPY_TIMEOUT):
+                        output.holders.add(target.worker_id)
+                        return ""
+                return f"blob {output.location} could not be copied from {', '.join(holders) or 'any worker'}"
+
+        missing = [o for o in inputs if target.worker_id not in o.holders]
+        errors = [e for e in await asyncio.gather(*(fetch(o) for o in missing)) if e]
+        return errors[0] if errors else ""
+
+    async def _put_url(self, run: Active, task: Task, worker: Worker, message: p.TaskPutUrl) -> None:
+        if run.storage is None:
+            await worker.send(p.TaskPutUrlReply(reply_to=message.id, error="this run stores its data in PMRFS"))
+            return
+        seq = run.put_keys.get(task.id, 0)
+        run.put_keys[task.id] = seq + 1
+        key = f"{self._task_prefix(run, task)}/part-{message.partition:05d}-{seq:05d}"
+        url = cloud.presign_put(run.storage, key)
+        await worker.send(p.TaskPutUrlReply(reply_to=message.id, url=url, key=key))
+
+    def _task_prefix(self, run: Active, task: Task) -> str:
+        return f"{run.key_prefix()}/{task.group}/stage-{task.stage}/rank-{task.rank}/attempt-{task.attempt}"
+
+    def _done(self, run: Active, task: Task, worker: Worker, message: p.TaskDone) -> None:
+        problem = self._check_outputs(run, task, message.outputs)
+        if problem:
+            self.logs.add(run.run_id, f"worker {worker.worker_id} reported a bad result ({problem})", level="warn")
+            self._send_away(run, worker.worker_id, None)
+            return
+        outputs = [
+            Output(
+                o.partition,
+                o.sha256 or o.key or "",
+                o.size,
+                o.records,
+                set() if run.storage else {worker.worker_id},
+            )
+            for o in message.outputs
+        ]
+        run.execution.done(task, outputs, message.emits, message.cpu_ms)
+        self.wake.set()
+
+    def _check_outputs(self, run: Active, task: Task, outputs: list[p.TaskOutput]) -> str:
+        partitioning = run.execution.partitioning(task.stage)
+        for o in outputs:
+            if partitioning == "rank" and o.partition != task.rank:
+                return f"partition {o.partition} from rank {task.rank} of a stage partitioned by rank"
+            if o.partition >= run.execution.worker_count:
+                return f"partition {o.partition} of {run.execution.worker_count}"
+            if run.storage is None and o.sha256 is None:
+                return "an output without its SHA-256"
+            if run.storage is not None and not (o.key or "").startswith(self._task_prefix(run, task) + "/"):
+                return "an output key outside the task's prefix"
+        return ""
+
+    def _failed(self, run: Active, task: Task, message: p.TaskFailed) -> None:
+        where = f"{_stage_name(run.execution, task.stage)} on rank {task.rank} of group {task.group}"
+        if message.error.startswith("input-missing:"):
+            sha = message.error.split(":", 1)[1].strip()
+            again = run.execution.input_lost(task, sha)
+            self.logs.add(
+                run.run_id, f"{where}: an input was missing on its worker; {len(again)} task(s) run again", level="warn"
+            )
+            self.wake.set()
+            return
+        self.logs.add(
+            run.run_id,
+            f"{where} failed: {message.error}" + (f"\n{message.stack}" if message.stack else ""),
+            source=task.worker_id or "coordinator",
+            level="error",
+            group=task.group,
+            rank=task.rank,
+        )
+        run.execution.retry(task, "failed", message.error)
+        self._spawn(self._end(run, "failed", f"{where} failed: {message.error}"))
+
+    # ------------------------------------------------------------ the end of a run
+
+    async def _succeed(self, run: Active) -> None:
+        try:
+            outputs = await self._keep_outputs(run)
+        except Exception as exc:
+            log.exception("run %s: keeping the output failed", run.run_id)
+            run.ending = False
+            await self._end(run, "failed", f"the output could not be kept: {exc}")
+            return
+        await self._finish(run, "succeeded", "", outputs)
+
+    async def _keep_outputs(self, run: Active) -> list[RunOutput]:
+        """Final outputs become pinned PMRFS objects (copied to the appliance), or stay in the cloud bucket."""
+        execution = run.execution
+        rows: list[RunOutput] = []
+        content_type = execution.content_type(execution.last_stage)
+        for group, ranks in execution.final_outputs().items():
+            for rank, outputs in ranks:
+                for seq, o in enumerate(outputs):
+                    rows.append(
+                        RunOutput(
+                            run=run.run_id,
+                            group=group,
+                            rank=rank,
+                            seq=seq,
+                            location=o.location,
+                            size=o.size,
+                            records=o.records,
+                            content_type=content_type,
+                        )
+                    )
+                if run.storage is None and outputs:
+                    await self._record(
+                        run, f"run-{run.run_id}/{group}/output/part-{rank:05d}", outputs, content_type, True
+                    )
+        if run.storage is None:
+            shas = [r.location for r in rows]
+            restored = set(await namenode.restore_appliance_copies(self.store, shas))
+            missing = [sha for sha in shas if sha not in restored and not self.store.exists(sha)]
+            if missing:
+                raise RuntimeError(f"{len(missing)} output blob(s) could not be copied from the workers")
+        if run.spec.save_intermediate_output:
+            for task, outputs in self._intermediates_by_task(run):
+                if run.storage is None:
+                    stage = "input" if task.stage == INPUT_STAGE else f"stage-{task.stage + 1}"
+                    key = f"run-{run.run_id}/{task.group}/{stage}/part-{task.rank:05d}"
+                    await self._record(run, key, outputs, execution.content_type(task.stage), False)
+        else:
+            await self._discard(run, intermediate_only=True)
+        return rows
+
+    def _intermediates_by_task(self, run: Active) -> list[tuple[Task, list[Output]]]:
+        by_task: dict[str, tuple[Task, list[Output]]] = {}
+        for task, output in run.execution.intermediate_outputs():
+            by_task.setdefault(task.id, (task, []))[1].append(output)
+        return list(by_task.values())
+
+    async def _record(self, run: Active, key: str, outputs: list[Output], content_type: str, pinned: bool) -> None:
+        blobs = list(dict.fromkeys((o.location, o.size) for o in outputs))
+        holders: dict[str, set[str]] = {}
+        for o in outputs:
+            holders.setdefault(o.location, set()).update(h for h in o.holders if self.fleet.get(h) is not None)
+        await pmrfs.record_browser_object(run.owner_id, key, blobs, holders, content_type=content_type, pinned=pinned)
+
+    async def _discard(self, run: Active, *, intermediate_only: bool) -> None:
+        """Delete what the run's tasks wrote (browsers drop the blobs; cloud objects are deleted)."""
+        execution = run.execution
+        tasks = [t for t in execution.all_tasks() if not intermediate_only or t.stage != execution.last_stage]
+        if run.storage is not None:
+            try:
+                if intermediate_only:
+                    for task in tasks:
+                        await cloud.delete_prefix(run.storage, self._task_prefix(run, task).rsplit("/attempt-", 1)[0])
+                else:
+                    await cloud.delete_prefix(run.storage, run.key_prefix() + "/")
+            except Exception as exc:
+                self.logs.add(run.run_id, f"could not delete the run's objects in the bucket: {exc}", level="warn")
+            return
+        keep = (
+            set()
+            if not intermediate_only
+            else {o.location for _, outs in execution.final_outputs().items() for _, os_ in outs for o in os_}
+        )
+        for task in tasks:
+            for o in task.outputs:
+                if o.location in keep:
+                    continue
+                for holder in o.holders:
+                    worker = self.fleet.get(holder)
+                    if worker is not None:
+                        self._spawn(worker.send(p.BlobDelete(sha256=o.location)))
+
+    async def _end(self, run: Active, state: str, reason: str) -> None:
+        """Fail or cancel a running run: stop its tasks, drop what they wrote, free its workers."""
+        if run.ending:
+            return
+        run.ending = True
+        for task in run.execution.all_tasks():
+            if task.state in ("staging", "running"):
+                worker = self.fleet.get(task.worker_id or "")
+                if worker is not None:
+                    self._spawn(worker.send(p.TaskCancel(task_id=task.id)))
+                run.execution.retry(task, "cancelled", reason)
+        await self._discard(run, intermediate_only=False)
+        await self._finish(run, state, reason, [])
+
+    async def _finish(self, run: Active, state: str, reason: str, outputs: list[RunOutput]) -> None:
+        execution = run.execution
+        self.logs.add(
+            run.run_id, f"{state}" + (f": {reason}" if reason else ""), level="error" if state == "failed" else "info"
+        )
+        for worker_id in execution.workers():
+            worker = self.fleet.get(worker_id)
+            if worker is not None and worker.run_id == run.run_id:
+                worker.run_id = None
+        self.active.pop(run.run_id, None)
+        try:
+            await self.logs.flush()  # the whole log is there once the run shows as ended
+            await self._store_end(run.run_id, state, reason, self._task_rows(run), outputs, execution.progress())
+        finally:
+            self.logs.forget(run.run_id)
+            self.wake.set()
+
+    def _task_rows(self, run: Active) -> list[RunTask]:
+        accounts = {w.worker_id: w.account_id for w in self.fleet.workers.values()}
+        wall = time.time() - time.monotonic()  # monotonic -> epoch
+        return [
+            RunTask(
+                run=run.run_id,
+                group=a.group,
+                stage=a.stage,
+                rank=a.rank,
+                attempt=a.attempt,
+                worker_id=a.worker_id,
+                worker_account=accounts.get(a.worker_id),
+                state=a.state,
+                started_at=dt.datetime.fromtimestamp(a.started + wall, dt.UTC),
+                finished_at=dt.datetime.fromtimestamp(a.finished + wall, dt.UTC),
+                emits=a.emits,
+                bytes_out=a.bytes,
+                cpu_ms=a.cpu_ms,
+                error=a.error,
+            )
+            for a in run.execution.history
+        ]
+
+    async def _store_end(
+        self,
+        run_id: int,
+        state: str,
+        reason: str,
+        tasks: list[RunTask],
+        outputs: list[RunOutput],
+        progress: list[dict] | None = None,
+    ) -> None:
+        async with Run._meta.db.transaction():
+            await Run.update(
+                {
+                    Run.state: state,
+                    Run.reason: reason,
+                    Run.finished_at: now(),
+                    Run.progress: msgspec.json.encode(progress or []).decode(),
+                }
+            ).where(Run.id == run_id)
+            for rows in (tasks, outputs):
+                for start in range(0, len(rows), 500):
+                    await type(rows[0]).insert(*rows[start : start + 500])

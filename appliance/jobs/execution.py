@@ -1,0 +1,341 @@
+"""One run's task graph, in memory: which task may start where, and what a lost worker costs.
+
+Pure state, no I/O: the coordinator feeds it events (a rank got a worker, a task finished, a
+worker vanished) and asks it what can start next. Every group (A..Z) runs the job on its own
+``workerCount`` ranks; each rank is bound to one worker, which runs that rank's tasks one at a
+time, stage after stage. Stage -1 is the input function, run on rank 0.
+
+How a stage's output is partitioned depends on what reads it (docs/architecture.md, "Jobs"):
+``chunks`` for the input (contiguous pieces, piece r for rank r), ``hash`` when a reduce stage
+follows (every reduce rank needs its keys from every producer), ``rank`` otherwise (the next map
+task r reads only task r's output, so it can start as soon as that one task is done).
+"""
+
+from __future__ import annotations
+
+import string
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from appliance.jobs.spec import JobSpec
+
+INPUT_STAGE = -1
+GROUP_LETTERS = string.ascii_uppercase
+
+TaskState = Literal["waiting", "staging", "running", "done"]
+
+
+@dataclass
+class Output:
+    """One blob a task produced for one partition."""
+
+    partition: int
+    location: str  # PMRFS sha256, or the object key in the run's cloud bucket
+    size: int
+    records: int
+    # Workers holding a copy (PMRFS); empty for cloud storage, which never loses it.
+    holders: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Task:
+    run_id: int
+    group: str
+    stage: int
+    rank: int
+    state: TaskState = "waiting"
+    attempt: int = 0
+    worker_id: str | None = None
+    outputs: list[Output] = field(default_factory=list)
+    started: float = 0.0
+    finished: float = 0.0
+    last_activity: float = 0.0
+    worker_timeout: float = 3600.0
+    emits: int = 0
+    bytes: int = 0
+    cpu_ms: int = 0
+
+    @property
+    def id(self) -> str:
+        return f"{self.run_id}.{self.group}.{self.stage}.{self.rank}.{self.attempt}"
+
+
+@dataclass
+class Attempt:
+    """A finished or abandoned attempt, kept for the run's task history."""
+
+    group: str
+    stage: int
+    rank: int
+    attempt: int
+    worker_id: str
+    state: str  # done | failed | lost | cancelled
+    started: float
+    finished: float
+    emits: int
+    bytes: int
+    cpu_ms: int
+    error: str = ""
+
+
+class Group:
+    def __init__(self, run: RunExecution, letter: str):
+        self.letter = letter
+        self.ranks: list[str | None] = [None] * run.worker_count
+        # When each stage's first task started (the stage timeout counts from there).
+        self.stage_started: dict[int, float] = {}
+        self.tasks: dict[tuple[int, int], Task] = {(INPUT_STAGE, 0): Task(run.run_id, letter, INPUT_STAGE, 0)}
+        for stage in range(len(run.spec.stages)):
+            for rank in range(run.worker_count):
+                self.tasks[(stage, rank)] = Task(run.run_id, letter, stage, rank)
+
+
+class RunExecution:
+    def __init__(self, run_id: int, spec: JobSpec, *, cloud: bool = False):
+        self.run_id = run_id
+        self.spec = spec
+        self.worker_count = spec.worker_count
+        self.last_stage = len(spec.stages) - 1
+        # Cloud storage keeps outputs whatever happens to the workers that wrote them.
+        self.cloud = cloud
+        self.groups = {letter: Group(self, letter) for letter in GROUP_LETTERS[: spec.group_count]}
+        self.history: list[Attempt] = []
+
+    # ------------------------------------------------------------ shape
+
+    def partitioning(self, stage: int) -> str:
+        if stage == INPUT_STAGE:
+            return "chunks"
+        if stage < self.last_stage and self.spec.stages[stage + 1].kind == "reduce":
+            return "hash"
+        return "rank"
+
+    def kind(self, stage: int) -> str:
+        return "input" if stage == INPUT_STAGE else self.spec.stages[stage].kind
+
+    def content_type(self, stage: int) -> str:
+        return self.spec.input_content_type if stage == INPUT_STAGE else self.spec.stages[stage].content_type
+
+    def all_tasks(self):
+        for group in self.groups.values():
+            yield from group.tasks.values()
+
+    def task(self, group: str, stage: int, rank: int) -> Task:
+        return self.groups[group].tasks[(stage, rank)]
+
+    def find(self, task_id: str) -> Task | None:
+        try:
+            run, group, stage, rank, attempt = task_id.split(".")
+            task = self.groups[group].tasks[(int(stage), int(rank))]
+        except (ValueError, KeyError):
+            return None
+        return task if int(run) == self.run_id and int(attempt) == task.attempt else None
+
+    # ------------------------------------------------------------ workers
+
+    def workers(self) -> set[str]:
+        return {w for group in self.groups.values() for w in group.ranks if w is not None}
+
+    def vacant_ranks(self) -> list[tuple[str, int]]:
+        return [(g.letter, r) for g in self.groups.values() for r, w in enumerate(g.ranks) if w is None]
+
+    def assign(self, group: str, rank: int, worker_id: str) -> None:
+        self.groups[group].ranks[rank] = worker_id
+
+    def rank_of(self, worker_id: str) -> tuple[str, int] | None:
+        for group in self.groups.values():
+            for rank, holder in enumerate(group.ranks):
+                if holder == worker_id:
+                    return group.letter, rank
+        return None
+
+    def busy(self, worker_id: str) -> bool:
+        return any(t.worker_id == worker_id and t.state in ("staging", "running") for t in self.all_tasks())
+
+    # ------------------------------------------------------------ what can run
+
+    def producers(self, task: Task) -> list[Task]:
+        """The upstream tasks whose output this task reads."""
+        group = self.groups[task.group]
+        if task.stage == INPUT_STAGE:
+            return []
+        if task.stage == 0:
+            return [group.tasks[(INPUT_STAGE, 0)]]
+        upstream = task.stage - 1
+        if self.partitioning(upstream) == "hash":
+            return [group.tasks[(upstream, r)] for r in range(self.worker_count)]
+        return [group.tasks[(upstream, task.rank)]]
+
+    def inputs(self, task: Task) -> list[Output]:
+        """This task's input blobs, in producer order (the order a reduce sees values in)."""
+        return [o for p in self.producers(task) for o in p.outputs if o.partition == task.rank]
+
+    def ready(self) -> list[Task]:
+        """Waiting tasks whose inputs are complete and whose rank's worker is free, earliest stage first."""
+        found = []
+        occupied = {t.worker_id for t in self.all_tasks() if t.state in ("staging", "running")}
+        for group in self.groups.values():
+            for (_, rank), task in sorted(group.tasks.items()):
+                worker = group.ranks[rank]
+                if task.state != "waiting" or worker is None or worker in occupied:
+                    continue
+                if all(p.state == "done" for p in self.producers(task)):
+                    found.append(task)
+                    occupied.add(worker)
+        return found
+
+    def start(self, task: Task, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        task.state = "staging"
+        task.worker_id = self.groups[task.group].ranks[task.rank]
+        task.started = task.last_activity = now
+        task.emits = task.bytes = task.cpu_ms = 0
+        task.outputs = []
+        self.groups[task.group].stage_started.setdefault(task.stage, now)
+
+    def running(self, task: Task) -> None:
+        task.state = "running"
+
+    def done(self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None) -> None:
+        task.state = "done"
+        task.finished = time.monotonic() if now is None else now
+        task.outputs = outputs
+        task.emits = emits
+        task.bytes = sum(o.size for o in outputs)
+        task.cpu_ms = cpu_ms
+        self._record(task, "done")
+
+    def retry(self, task: Task, state: str, error: str = "", now: float | None = None) -> None:
+        """Abandon the task's current attempt (its worker was lost, or an input was): it runs again."""
+        if task.state in ("staging", "running"):
+            task.finished = time.monotonic() if now is None else now
+            self._record(task, state, error)
+        task.state = "waiting"
+        task.attempt += 1
+        task.worker_id = None
+        task.outputs = []
+
+    def _record(self, task: Task, state: str, error: str = "") -> None:
+        self.history.append(
+            Attempt(
+                task.group,
+                task.stage,
+                task.rank,
+                task.attempt,
+                task.worker_id or "",
+                state,
+                task.started,
+                task.finished,
+                task.emits,
+                task.bytes,
+                task.cpu_ms,
+                error,
+            )
+        )
+
+    # ------------------------------------------------------------ failures
+
+    def needed(self, task: Task) -> bool:
+        """Whether a done task's output is still needed: a consumer has not finished, or it is final output."""
+        if task.stage == self.last_stage:
+            return True
+        group = self.groups[task.group]
+        consumers = [t for t in group.tasks.values() if t.stage == task.stage + 1 and task in self.producers(t)]
+        return any(c.state != "done" for c in consumers)
+
+    def lose_worker(self, worker_id: str) -> list[Task]:
+        """The worker is gone: free its rank, rerun its task, recompute outputs only it held.
+
+        Returns the tasks that will run again.
+        """
+        place = self.rank_of(worker_id)
+        if place is not None:
+            self.groups[place[0]].ranks[place[1]] = None
+        rerun = []
+        for task in self.all_tasks():
+            if task.worker_id == worker_id and task.state in ("staging", "running"):
+                self.retry(task, "lost", "the worker disconnected")
+                rerun.append(task)
+        if self.cloud:
+            return rerun
+        for task in self.all_tasks():
+            if task.state != "done":
+                continue
+            for output in task.outputs:
+                output.holders.discard(worker_id)
+            if any(not o.holders for o in task.outputs) and self.needed(task):
+                self.retry(task, "lost")
+                rerun.append(task)
+        # Consumers still staging inputs from a lost producer start again once it is recomputed.
+        for task in self.all_tasks():
+            if task.state == "staging" and any(p.state != "done" for p in self.producers(task)):
+                self.retry(task, "lost", "an input was lost with its worker")
+                rerun.append(task)
+        return rerun
+
+    def input_lost(self, task: Task, sha256: str) -> list[Task]:
+        """A task found an input missing from its worker's store: forget that copy and recompute if needed."""
+        for producer in self.producers(task):
+            for output in producer.outputs:
+                if output.location == sha256:
+                    output.holders.discard(task.worker_id or "")
+        self.retry(task, "failed", f"input-missing: {sha256}")
+        rerun = [task]
+        for producer in self.producers(task):
+            if producer.state == "done" and any(not o.holders for o in producer.outputs):
+                self.retry(producer, "lost")
+                rerun.append(producer)
+        return rerun
+
+    def overdue_stage(self, now: float | None = None) -> tuple[str, int] | None:
+        """A (group, stage) whose tasks have not all finished within the stage's timeout."""
+        now = time.monotonic() if now is None else now
+        for group in self.groups.values():
+            for stage, started in group.stage_started.items():
+                timeout = 3600 if stage == INPUT_STAGE else self.spec.stages[stage].timeout
+                tasks = [t for (s, _), t in group.tasks.items() if s == stage]
+                if now - started > timeout and any(t.state != "done" for t in tasks):
+                    return group.letter, stage
+        return None
+
+    def idle_too_long(self, now: float | None = None) -> list[Task]:
+        """Running tasks past their worker timeout (no emit and no progress for that long)."""
+        now = time.monotonic() if now is None else now
+        return [t for t in self.all_tasks() if t.state == "running" and now - t.last_activity > t.worker_timeout]
+
+    # ------------------------------------------------------------ progress
+
+    def finished(self) -> bool:
+        return all(
+            t.state == "done" for g in self.groups.values() for (s, _), t in g.tasks.items() if s == self.last_stage
+        )
+
+    def final_outputs(self) -> dict[str, list[tuple[int, list[Output]]]]:
+        return {
+            g.letter: [(r, g.tasks[(self.last_stage, r)].outputs) for r in range(self.worker_count)]
+            for g in self.groups.values()
+        }
+
+    def intermediate_outputs(self) -> list[tuple[Task, Output]]:
+        return [(t, o) for t in self.all_tasks() if t.stage != self.last_stage for o in t.outputs]
+
+    def progress(self) -> list[dict]:
+        """Per group and stage: tasks done/running/total, emits and bytes (the run page's bars)."""
+        rows = []
+        for group in self.groups.values():
+            for stage in range(INPUT_STAGE, self.last_stage + 1):
+                tasks = [t for (s, _), t in group.tasks.items() if s == stage]
+                rows.append(
+                    {
+                        "group": group.letter,
+                        "stage": stage,
+                        "kind": self.kind(stage),
+                        "total": len(tasks),
+                        "done": sum(t.state == "done" for t in tasks),
+                        "running": sum(t.state in ("staging", "running") for t in tasks),
+                        "emits": sum(t.emits for t in tasks),
+                        "bytes": sum(t.bytes for t in tasks),
+                    }
+                )
+        return rows

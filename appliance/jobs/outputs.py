@@ -1,0 +1,59 @@
+"""A run's output as downloads: JSON lines of ``[key, value]`` (the API) and CSV (the dashboard)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import AsyncIterator
+
+import msgspec
+
+from appliance.cloud import service as cloud
+from appliance.jobs.service import Actor, Unavailable
+from appliance.jobs.tables import Run
+
+
+async def cloud_reader(actor: Actor, run_id: int):
+    """Reads objects of the run owner's bucket (for s3 runs), with the owner's saved credentials."""
+    row = await Run.select(Run.owner).where(Run.id == run_id).first()
+    owner = row["owner"] if row else actor.user_id
+
+    async def read(key: str) -> bytes:
+        storage = await cloud.storage_for(owner)
+        if storage is None:
+            raise Unavailable("The run's output is in a cloud bucket, but the account has no Cloud Data settings now.")
+        try:
+            return await cloud.read_object(storage, key)
+        except cloud.CloudDataError as exc:
+            raise Unavailable(f"The run's output could not be read from the bucket: {exc}") from None
+
+    return read
+
+
+async def json_lines(first, records: AsyncIterator) -> AsyncIterator[bytes]:
+    encoder = msgspec.json.Encoder()
+    if first is None:
+        return
+    yield encoder.encode(list(first)) + b"\n"
+    async for record in records:
+        yield encoder.encode(list(record)) + b"\n"
+
+
+def _cell(value) -> str:
+    return value if isinstance(value, str) else msgspec.json.encode(value).decode()
+
+
+async def csv_rows(first, records: AsyncIterator) -> AsyncIterator[bytes]:
+    """``key,value`` rows; a value that is not a string is written as its JSON text."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["key", "value"])
+    if first is not None:
+        writer.writerow([_cell(first[0]), _cell(first[1])])
+        async for key, value in records:
+            writer.writerow([_cell(key), _cell(value)])
+            if buffer.tell() > 64 * 1024:
+                yield buffer.getvalue().encode()
+                buffer.seek(0)
+                buffer.truncate()
+    yield buffer.getvalue().encode()

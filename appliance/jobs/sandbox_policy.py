@@ -1,0 +1,65 @@
+"""Which origins job code may fetch from and load scripts and WebAssembly from.
+
+The appliance itself always; beyond it, the origins of ``PEERMR_FETCH_ORIGINS`` plus those an
+admin adds in Admin → Settings. The sandbox enforces the list twice: the task's Web Worker gets
+a Content-Security-Policy naming only these origins, and its ``fetch`` refuses others with a
+message that says why.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from appliance.clock import now
+from appliance.config import Settings, parse_origins
+from appliance.jobs.tables import SandboxPolicy
+
+
+class PolicyError(ValueError):
+    pass
+
+
+async def admin_origins() -> str:
+    row = await SandboxPolicy.select(SandboxPolicy.fetch_origins).first()
+    return row["fetch_origins"] if row else ""
+
+
+async def allowed_origins(settings: Settings) -> list[str]:
+    return list(dict.fromkeys(parse_origins(settings.fetch_origins) + parse_origins(await admin_origins())))
+
+
+async def save_admin_origins(text: str) -> None:
+    try:
+        origins = parse_origins(text)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+    value = ", ".join(origins)
+    async with SandboxPolicy._meta.db.transaction():
+        if await SandboxPolicy.exists():
+            await SandboxPolicy.update(
+                {SandboxPolicy.fetch_origins: value, SandboxPolicy.updated_at: now()}, force=True
+            )
+        else:
+            await SandboxPolicy.insert(SandboxPolicy(fetch_origins=value, updated_at=now()))
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
+def disallowed_urls(urls: list[str], appliance_origin: str, allowed: list[str]) -> list[str]:
+    """The URLs (job scripts, WebAssembly binaries) whose origin is neither the appliance nor allowed."""
+    permitted = {appliance_origin, *allowed}
+    return [url for url in urls if origin_of(url) not in permitted]
+
+
+def content_security_policy(appliance_origin: str, script_origins: list[str], connect_origins: list[str]) -> str:
+    """The task Web Worker's CSP. The appliance is named by its http(s) origin, which (unlike 'self')
+    does not match its WebSocket: job code cannot open the worker protocol."""
+    scripts = " ".join(dict.fromkeys([appliance_origin, *script_origins]))
+    connect = " ".join(dict.fromkeys([appliance_origin, *connect_origins]))
+    return (
+        f"default-src 'none'; script-src {scripts} 'wasm-unsafe-eval'; connect-src {connect}; "
+        "base-uri 'none'; form-action 'none'"
+    )

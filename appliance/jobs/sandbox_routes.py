@@ -1,0 +1,61 @@
+"""The per-run sandbox script each task's Web Worker starts from (DESIGN §6).
+
+It loads our task runtime, then the job's declared scripts, seals the worker (no importScripts,
+XMLHttpRequest, WebSocket or EventSource; fetch GET-only to allowed origins), and only then defines
+the job's functions from their source text, so nothing of the job runs unsealed. The response
+carries the run's own Content-Security-Policy: scripts from the appliance and the allowed origins
+only, connections to the appliance (over HTTP, not its WebSocket), the allowed origins and, for
+s3 runs, the run's bucket.
+"""
+
+from __future__ import annotations
+
+import json
+
+from litestar import Request, get
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath
+from litestar.response import Response
+
+from appliance import __version__
+from appliance.accounts.auth import WORKER_BROWSER, access
+from appliance.jobs.api_routes import appliance_origin
+from appliance.jobs.coordinator import Active
+from appliance.jobs.sandbox_policy import content_security_policy, origin_of
+
+# Versioned, so browsers fetch the runtime again after an upgrade (codecs.js first: sandbox.js uses it).
+RUNTIME = [f"/static/worker/codecs.js?v={__version__}", f"/static/worker/sandbox.js?v={__version__}"]
+
+
+def sandbox_script(run: Active) -> str:
+    spec = run.spec
+    stages = ",\n".join(f"({stage.source})" for stage in spec.stages)
+    return (
+        f"importScripts({', '.join(json.dumps(url) for url in RUNTIME)});\n"
+        f"peermrSandbox.loadScripts({json.dumps(spec.scripts)});\n"
+        "peermrSandbox.seal();\n"
+        f"peermrSandbox.define({{input: {f'({spec.input_source})' if spec.input_source else 'null'}, stages: [\n"
+        f"{stages}\n]}});\n"
+    )
+
+
+@get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
+async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
+    coordinator = request.app.state.coordinator
+    # Only while the run runs, and only to browsers of an account holding one of its ranks.
+    if not coordinator.allows_sandbox(run_id, request.user.user_id):
+        raise NotFoundException("No such run for this worker.")
+    run = coordinator.live(run_id)
+    connect = list(run.origins)
+    if run.storage is not None:
+        connect.append(run.storage.origin)
+    scripts = [origin_of(url) for url in run.spec.scripts]
+    csp = content_security_policy(appliance_origin(request), scripts, connect)
+    return Response(
+        sandbox_script(run),
+        media_type="text/javascript",
+        headers={"content-security-policy": csp, "cache-control": "private, no-store"},
+    )
+
+
+ROUTES = [run_sandbox]

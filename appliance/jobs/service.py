@@ -1,0 +1,420 @@
+"""Jobs and runs: saving scripts, starting runs, and reading what they did.
+
+Routes (REST and dashboard) call these; the coordinator does the running. A job belongs to the
+coordinator who saved it; runs belong to whoever started them. Admins see everyone's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import AsyncIterator
+
+import msgspec
+
+from appliance.accounts.tables import User
+from appliance.clock import now
+from appliance.jobs import codecs
+from appliance.jobs.coordinator import Coordinator
+from appliance.jobs.sandbox_policy import allowed_origins, disallowed_urls
+from appliance.jobs.spec import JobSpec, ScriptError, extract_spec_async, validate_spec
+from appliance.jobs.tables import Job, Run, RunLog, RunOutput, RunTask
+from appliance.pmrfs.blobstore import BlobStore
+
+MAX_NAME = 200
+STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+# Run metadata a run may override (the run dialog, or the API's POST /jobs/{id}/runs body).
+OVERRIDABLE = {
+    "workerCount",
+    "groupCount",
+    "privateMode",
+    "gpu",
+    "gpuRequirements",
+    "saveIntermediateOutput",
+    "seed",
+    "staleness",
+}
+
+
+class JobsError(Exception):
+    status = 400
+
+
+class InvalidRequest(JobsError):
+    pass
+
+
+class Forbidden(JobsError):
+    status = 403
+
+
+class NotFound(JobsError):
+    status = 404
+
+
+class Conflict(JobsError):
+    status = 409
+
+
+class Unavailable(JobsError):
+    status = 503
+
+
+class ScriptRefused(InvalidRequest):
+    """The script does not evaluate to a job; ``line`` and ``column`` point at the problem."""
+
+    def __init__(self, error: ScriptError):
+        super().__init__(str(error))
+        self.line = error.line
+        self.column = error.column
+
+
+class Actor(msgspec.Struct, frozen=True):
+    user_id: int
+    role: str
+
+    @classmethod
+    def of(cls, principal) -> Actor:
+        return cls(user_id=principal.user_id, role=principal.role)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+class JobInfo(msgspec.Struct, frozen=True):
+    id: int
+    name: str
+    owner: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    spec: JobSpec
+    script: str | None = None
+
+
+class StageProgress(msgspec.Struct, frozen=True):
+    group: str
+    stage: int
+    kind: str
+    total: int
+    done: int
+    running: int
+    emits: int
+    bytes: int
+
+
+class RunInfo(msgspec.Struct, frozen=True):
+    id: int
+    job_id: int | None
+    job_name: str
+    owner: str
+    state: str
+    reason: str
+    queued_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    spec: JobSpec
+    # 1 for the head of the queue, while queued.
+    queue_position: int | None = None
+    progress: list[StageProgress] = []
+
+
+def _check_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise InvalidRequest("A job needs a name.")
+    if len(name) > MAX_NAME:
+        raise InvalidRequest(f"A job name may be at most {MAX_NAME} characters.")
+    return name
+
+
+async def _spec_of(script: str) -> JobSpec:
+    try:
+        return await extract_spec_async(script)
+    except ScriptError as exc:
+        raise ScriptRefused(exc) from None
+
+
+def _may_run_jobs(actor: Actor) -> None:
+    if actor.role not in ("coordinator", "admin"):
+        raise Forbidden("Only coordinators and admins run jobs.")
+
+
+async def _emails(ids) -> dict[int, str]:
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    rows = await User.select(User.id, User.email).where(User.id.is_in(ids))
+    return {r["id"]: r["email"] for r in rows}
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+
+def _job_info(row: dict, emails: dict[int, str], with_script: bool) -> JobInfo:
+    return JobInfo(
+        id=row["id"],
+        name=row["name"],
+        owner=emails.get(row["owner"], "?"),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        spec=msgspec.json.decode(row["spec"], type=JobSpec),
+        script=row["script"] if with_script else None,
+    )
+
+
+async def _job_row(actor: Actor, job_id: int) -> dict:
+    row = await Job.select().where(Job.id == job_id).first()
+    if row is None or (row["owner"] != actor.user_id and not actor.is_admin):
+        raise NotFound(f"No job {job_id}.")
+    return row
+
+
+async def create_job(actor: Actor, name: str, script: str) -> JobInfo:
+    _may_run_jobs(actor)
+    name = _check_name(name)
+    spec = await _spec_of(script)
+    t = now()
+    inserted = await Job.insert(
+        Job(
+            owner=actor.user_id,
+            name=name,
+            script=script,
+            spec=msgspec.json.encode(spec).decode(),
+            created_at=t,
+            updated_at=t,
+        )
+    ).returning(Job.id)
+    return await get_job(actor, inserted[0]["id"])
+
+
+async def update_job(actor: Actor, job_id: int, name: str | None, script: str | None) -> JobInfo:
+    row = await _job_row(actor, job_id)
+    values = {Job.updated_at: now()}
+    if name is not None:
+        values[Job.name] = _check_name(name)
+    if script is not None:
+        values[Job.script] = script
+        values[Job.spec] = msgspec.json.encode(await _spec_of(script)).decode()
+    await Job.update(values).where(Job.id == row["id"])
+    return await get_job(actor, job_id)
+
+
+async def get_job(actor: Actor, job_id: int) -> JobInfo:
+    row = await _job_row(actor, job_id)
+    return _job_info(row, await _emails([row["owner"]]), with_script=True)
+
+
+async def list_jobs(actor: Actor) -> list[JobInfo]:
+    query = Job.select().order_by(Job.updated_at, ascending=False)
+    if not actor.is_admin:
+        query = query.where(Job.owner == actor.user_id)
+    rows = await query
+    emails = await _emails(r["owner"] for r in rows)
+    return [_job_info(r, emails, with_script=False) for r in rows]
+
+
+async def delete_job(actor: Actor, job_id: int) -> None:
+    """Delete a saved job; its runs (history, logs, output) stay."""
+    row = await _job_row(actor, job_id)
+    await Job.delete().where(Job.id == row["id"])
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+def apply_overrides(spec: JobSpec, overrides: dict) -> JobSpec:
+    unknown = sorted(set(overrides) - OVERRIDABLE)
+    if unknown:
+        raise InvalidRequest(
+            f"Unknown run setting(s): {', '.join(unknown)}. A run may set: {', '.join(sorted(OVERRIDABLE))}."
+        )
+    merged = {**msgspec.to_builtins(spec), **overrides}
+    try:
+        changed = msgspec.convert(merged, JobSpec)
+        validate_spec(changed)
+    except (msgspec.ValidationError, ScriptError) as exc:
+        raise InvalidRequest(f"Invalid run setting: {exc}") from None
+    return changed
+
+
+async def start_run(
+    actor: Actor, job_id: int, overrides: dict, coordinator: Coordinator, settings, appliance_origin: str
+) -> RunInfo:
+    _may_run_jobs(actor)
+    row = await _job_row(actor, job_id)
+    spec = apply_overrides(msgspec.json.decode(row["spec"], type=JobSpec), overrides or {})
+    origins = await allowed_origins(settings)
+    refused = disallowed_urls([*spec.scripts, *(w.url for w in spec.wasm_binaries)], appliance_origin, origins)
+    if refused:
+        raise InvalidRequest(
+            f"Job scripts and WebAssembly load only from the appliance and the allowed origins "
+            f"({', '.join(origins) or 'none configured'}); not allowed: {', '.join(refused)}"
+        )
+    seed = spec.seed if spec.seed is not None else random.randrange(1 << 31)
+    inserted = await Run.insert(
+        Run(
+            job=row["id"],
+            owner=actor.user_id,
+            job_name=row["name"],
+            spec=msgspec.json.encode(spec).decode(),
+            state="queued",
+            reason="",
+            queued_at=now(),
+            seed=seed,
+        )
+    ).returning(Run.id)
+    run_id = inserted[0]["id"]
+    coordinator.enqueue(run_id, actor.user_id, spec)
+    return await get_run(actor, run_id, coordinator)
+
+
+async def _run_row(actor: Actor, run_id: int) -> dict:
+    row = await Run.select().where(Run.id == run_id).first()
+    if row is None or (row["owner"] != actor.user_id and not actor.is_admin):
+        raise NotFound(f"No run {run_id}.")
+    return row
+
+
+def _run_info(row: dict, emails: dict[int, str], coordinator: Coordinator) -> RunInfo:
+    live = coordinator.live(row["id"])
+    if live is not None:
+        progress = live.execution.progress()
+    else:
+        progress = msgspec.json.decode(row["progress"]) if row["progress"] else []
+    return RunInfo(
+        id=row["id"],
+        job_id=row["job"],
+        job_name=row["job_name"],
+        owner=emails.get(row["owner"], "?"),
+        state=row["state"],
+        reason=coordinator.reason(row["id"]) or row["reason"],
+        queued_at=row["queued_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        spec=msgspec.json.decode(row["spec"], type=JobSpec),
+        queue_position=coordinator.position(row["id"]),
+        progress=[StageProgress(**p) for p in progress],
+    )
+
+
+async def get_run(actor: Actor, run_id: int, coordinator: Coordinator) -> RunInfo:
+    row = await _run_row(actor, run_id)
+    return _run_info(row, await _emails([row["owner"]]), coordinator)
+
+
+async def list_runs(
+    actor: Actor, coordinator: Coordinator, *, job_id: int | None = None, limit: int = 100
+) -> list[RunInfo]:
+    query = Run.select().order_by(Run.id, ascending=False).limit(limit)
+    if not actor.is_admin:
+        query = query.where(Run.owner == actor.user_id)
+    if job_id is not None:
+        query = query.where(Run.job == job_id)
+    rows = await query
+    emails = await _emails(r["owner"] for r in rows)
+    return [_run_info(r, emails, coordinator) for r in rows]
+
+
+async def cancel_run(actor: Actor, run_id: int, coordinator: Coordinator) -> RunInfo:
+    row = await _run_row(actor, run_id)
+    if row["state"] not in ("queued", "running") or not await coordinator.cancel(run_id):
+        raise Conflict(f"Run {run_id} is {row['state']}; only queued and running runs can be cancelled.")
+    return await get_run(actor, run_id, coordinator)
+
+
+class LogLine(msgspec.Struct, frozen=True):
+    at: dt.datetime
+    source: str
+    group: str
+    rank: int | None
+    level: str
+    text: str
+
+
+async def run_logs(
+    actor: Actor, run_id: int, *, source: str | None = None, after: int = 0, limit: int = 10_000
+) -> list[tuple[int, LogLine]]:
+    """Log lines of a run (optionally one worker's, or "coordinator"), oldest first, with their ids."""
+    await _run_row(actor, run_id)
+    query = RunLog.select().where((RunLog.run == run_id) & (RunLog.id > after)).order_by(RunLog.id).limit(limit)
+    if source:
+        query = query.where(RunLog.source == source)
+    return [(r["id"], LogLine(r["at"], r["source"], r["group"], r["rank"], r["level"], r["text"])) for r in await query]
+
+
+async def log_sources(actor: Actor, run_id: int) -> list[str]:
+    await _run_row(actor, run_id)
+    rows = await RunLog.select(RunLog.source).where(RunLog.run == run_id).distinct()
+    return sorted({r["source"] for r in rows}, key=lambda s: (s != "coordinator", s))
+
+
+class TaskInfo(msgspec.Struct, frozen=True):
+    group: str
+    stage: int
+    rank: int
+    attempt: int
+    worker_id: str
+    state: str
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    emits: int
+    bytes_out: int
+    cpu_ms: int
+    error: str
+
+
+async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
+    """Every task attempt of a finished run (the timeline per worker)."""
+    await _run_row(actor, run_id)
+    rows = await RunTask.select().where(RunTask.run == run_id).order_by(RunTask.started_at)
+    return [
+        TaskInfo(
+            r["group"],
+            r["stage"],
+            r["rank"],
+            r["attempt"],
+            r["worker_id"],
+            r["state"],
+            r["started_at"],
+            r["finished_at"],
+            r["emits"],
+            r["bytes_out"],
+            r["cpu_ms"],
+            r["error"],
+        )
+        for r in rows
+    ]
+
+
+async def output_groups(actor: Actor, run_id: int) -> list[str]:
+    row = await _run_row(actor, run_id)
+    spec = msgspec.json.decode(row["spec"], type=JobSpec)
+    return [chr(ord("A") + i) for i in range(spec.group_count)]
+
+
+async def run_output(
+    actor: Actor, run_id: int, group: str, store: BlobStore, read_cloud
+) -> AsyncIterator[tuple[object, object]]:
+    """The run's final ``[key, value]`` records of one group, rank by rank.
+
+    ``read_cloud(key) -> bytes`` reads an object of the run owner's cloud bucket (s3 runs).
+    """
+    row = await _run_row(actor, run_id)
+    if row["state"] != "succeeded":
+        raise Conflict(f"Run {run_id} is {row['state']}; only a succeeded run has output.")
+    if group not in await output_groups(actor, run_id):
+        raise NotFound(f"Run {run_id} has no group {group}.")
+    rows = (
+        await RunOutput.select()
+        .where((RunOutput.run == run_id) & (RunOutput.group == group))
+        .order_by(RunOutput.rank)
+        .order_by(RunOutput.seq)
+    )
+    cloud = msgspec.json.decode(row["spec"], type=JobSpec).storage_type != "pmrfs"
+    for r in rows:
+        data = await read_cloud(r["location"]) if cloud else await store.get(r["location"])
+        if data is None:
+            raise Unavailable(f"Output blob {r['location']} is missing on the appliance.")
+        for record in codecs.decode(r["content_type"], data):
+            yield record

@@ -1,0 +1,86 @@
+"""Jobs tables: saved jobs, their runs, and what each run left behind (tasks, logs, outputs)."""
+
+from piccolo.columns import BigInt, ForeignKey, Integer, OnDelete, Text, Timestamptz, Varchar
+from piccolo.table import Table
+
+from appliance.accounts.tables import User
+
+
+class Job(Table, tablename="jobs_job"):
+    owner = ForeignKey(User, on_delete=OnDelete.cascade, null=False, index=True)
+    name = Varchar(length=200)
+    script = Text()
+    # The spec extracted when the script was saved (JSON, see spec.py).
+    spec = Text()
+    created_at = Timestamptz()
+    updated_at = Timestamptz()
+
+
+class Run(Table, tablename="jobs_run"):
+    # A run outlives its job (its history, logs and output stay when the job is deleted).
+    job = ForeignKey(Job, on_delete=OnDelete.set_null, null=True, default=None, index=True)
+    owner = ForeignKey(User, on_delete=OnDelete.cascade, null=False, index=True)
+    job_name = Varchar(length=200)
+    # The job's spec with the run's metadata overrides applied (JSON).
+    spec = Text()
+    # queued | running | succeeded | failed | cancelled
+    state = Varchar(length=16, index=True)
+    # Why a queued run waits, or why a run failed.
+    reason = Text(default="")
+    queued_at = Timestamptz()
+    started_at = Timestamptz(null=True, default=None)
+    finished_at = Timestamptz(null=True, default=None)
+    # Per group and stage: tasks done, emits, bytes (JSON, written when the run ends).
+    progress = Text(default="")
+    seed = BigInt(default=0)
+
+
+class RunTask(Table, tablename="jobs_task"):
+    """One attempt of one task (stage -1 is the input function), written when the run ends."""
+
+    run = ForeignKey(Run, on_delete=OnDelete.cascade, null=False, index=True)
+    group = Varchar(length=1)
+    stage = Integer()
+    rank = Integer()
+    attempt = Integer(default=0)
+    worker_id = Varchar(length=64)
+    worker_account = Integer(null=True, default=None, index=True)
+    # done | failed | lost | cancelled
+    state = Varchar(length=16)
+    started_at = Timestamptz()
+    finished_at = Timestamptz(null=True, default=None)
+    emits = BigInt(default=0)
+    bytes_out = BigInt(default=0)
+    cpu_ms = BigInt(default=0)
+    error = Text(default="")
+
+
+class RunLog(Table, tablename="jobs_log"):
+    run = ForeignKey(Run, on_delete=OnDelete.cascade, null=False, index=True)
+    at = Timestamptz()
+    # "coordinator", or the worker id a line came from.
+    source = Varchar(length=64, index=True)
+    group = Varchar(length=1, default="")
+    rank = Integer(null=True, default=None)
+    level = Varchar(length=8, default="info")
+    text = Text()
+
+
+class RunOutput(Table, tablename="jobs_output"):
+    """One blob of a run's final output: a PMRFS blob (sha256) or an object key in the run's cloud bucket."""
+
+    run = ForeignKey(Run, on_delete=OnDelete.cascade, null=False, index=True)
+    group = Varchar(length=1)
+    rank = Integer()
+    seq = Integer()
+    location = Varchar(length=1024)
+    size = BigInt()
+    records = BigInt()
+    content_type = Varchar(length=40)
+
+
+class SandboxPolicy(Table, tablename="jobs_sandbox_policy"):
+    """The admin's fetch origins for job code (one row), added to those of the environment."""
+
+    fetch_origins = Text(default="")
+    updated_at = Timestamptz()

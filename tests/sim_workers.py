@@ -1,0 +1,90 @@
+"""Simulated workers: the worker WebSocket protocol spoken from Python, many per process.
+
+They say hello, answer pings, and run each assigned task with a handler (by default: a no-op
+task with no output). The scheduling, failure and restart tests and bench/sched_overhead.py use
+them where real browsers would be too slow or too many.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+
+from websockets.asyncio.client import ClientConnection, connect
+
+CAPABILITIES = {"cores": 4, "memoryGib": 8, "userAgent": "Mozilla/5.0 Chrome/156.0 Simulated", "gpu": None}
+
+Handler = Callable[["SimWorker", dict], Awaitable[None]]
+
+
+async def finish_empty(worker: SimWorker, task: dict) -> None:
+    await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": [], "emits": 0, "cpuMs": 0})
+
+
+class SimWorker:
+    def __init__(
+        self,
+        base_url: str,
+        cookie: str,
+        *,
+        worker_id: str | None = None,
+        capabilities: dict | None = None,
+        on_task: Handler = finish_empty,
+    ):
+        self.base_url = base_url
+        self.cookie = cookie
+        self.worker_id = worker_id or uuid.uuid4().hex
+        self.capabilities = capabilities or CAPABILITIES
+        self.on_task = on_task
+        self.ws: ClientConnection | None = None
+        self.tasks: list[dict] = []  # every task-assign received
+        self.messages: list[dict] = []  # everything else the appliance sent
+        self.reader: asyncio.Task | None = None
+
+    async def start(self) -> SimWorker:
+        self.ws = await connect(
+            self.base_url.replace("http", "ws", 1) + "/ws/worker",
+            additional_headers={"Cookie": self.cookie},
+            origin=self.base_url,
+            max_size=None,
+        )
+        await self.send({"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": self.capabilities})
+        welcome = json.loads(await self.ws.recv())
+        if welcome["type"] != "welcome":
+            raise RuntimeError(f"no welcome: {welcome}")
+        self.reader = asyncio.create_task(self._read())
+        return self
+
+    async def send(self, message: dict) -> None:
+        await self.ws.send(json.dumps(message))
+
+    async def _read(self) -> None:
+        with contextlib.suppress(Exception):
+            async for raw in self.ws:
+                message = json.loads(raw)
+                kind = message["type"]
+                if kind == "ping":
+                    await self.send({"type": "pong", "id": message["id"]})
+                elif kind == "task-assign":
+                    self.tasks.append(message)
+                    asyncio.create_task(self.on_task(self, message))
+                elif kind != "probe-offer":
+                    self.messages.append(message)
+
+    async def close(self) -> None:
+        if self.reader:
+            self.reader.cancel()
+        if self.ws:
+            await self.ws.close()
+
+
+def cookie_of(client) -> str:
+    """The Cookie header of a signed-in tests.support.Client."""
+    return "; ".join(f"{k}={v}" for k, v in client.cookies.items())
+
+
+async def start_workers(base_url: str, cookie: str, count: int, **kwargs) -> list[SimWorker]:
+    return list(await asyncio.gather(*(SimWorker(base_url, cookie, **kwargs).start() for _ in range(count))))
