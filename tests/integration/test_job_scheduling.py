@@ -179,7 +179,7 @@ async def test_a_worker_that_vanishes_mid_task_is_replaced(appliance, people, ca
             return
         await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": [], "emits": 0})
 
-    flaky = await SimWorker(appliance.url, cookie, on_task=vanish_on_map).start()
+    await SimWorker(appliance.url, cookie, on_task=vanish_on_map).start()
     steady = await start_workers(appliance.url, cookie, 1)
     try:
         run = carol.run(carol.job(job_script(workers=2)))

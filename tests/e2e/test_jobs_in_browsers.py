@@ -1,0 +1,337 @@
+"""Map-reduce jobs on real Chromium workers, end to end: CLI or API -> queue -> browsers -> output.
+
+Four worker tabs (one browser, a context each, so each has its own cookies and IndexedDB) run
+the jobs; a small HTTP server on another origin serves the corpus with CORS, as a data server
+an admin allowed (PEERMR_FETCH_ORIGINS) would.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.support import ADMIN_EMAIL, Appliance, free_port, run_cli
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "zeta", "eta", "théta", "iota", "kappa", "lambda", "mu"]
+PARTS = 4
+
+
+def corpus(seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 12))) for _ in range(400))
+        for _ in range(PARTS)
+    ]
+
+
+class CorpusServer(ThreadingHTTPServer):
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(handler):  # noqa: N805
+                body = files.get(handler.path)
+                handler.send_response(200 if body is not None else 404)
+                handler.send_header("Access-Control-Allow-Origin", "*")
+                handler.send_header("Content-Type", "text/plain; charset=utf-8")
+                handler.send_header("Content-Length", str(len(body or b"")))
+                handler.end_headers()
+                handler.wfile.write(body or b"")
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", free_port()), Handler)
+        self.origin = f"http://127.0.0.1:{self.server_address[1]}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return corpus()
+
+
+@pytest.fixture(scope="module")
+def data_server(texts):
+    server = CorpusServer({f"/part-{i}.txt": t.encode() for i, t in enumerate(texts)})
+    yield server
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory, data_server):
+    server = Appliance(
+        tmp_path_factory.mktemp("jobs") / "data", env={"PEERMR_FETCH_ORIGINS": data_server.origin}
+    ).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def token(appliance):
+    return appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
+
+
+@pytest.fixture(scope="module")
+def api(appliance, token):
+    client = httpx.Client(base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    yield client
+    client.close()
+
+
+class Workers:
+    """Worker tabs, each in its own browser context (own cookies and IndexedDB)."""
+
+    def __init__(self, chromium, appliance: Appliance, token: str):
+        self.chromium, self.appliance, self.token = chromium, appliance, token
+        self.tabs: list = []
+
+    def add(self, count: int = 1) -> None:
+        for _ in range(count):
+            context = self.chromium.new_context()
+            page = context.new_page()
+            page.goto(f"{self.appliance.url}/worker/start#token={self.token}")
+            expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
+            self.tabs.append(page)
+
+    def close(self, page) -> None:
+        self.tabs.remove(page)
+        page.context.close()
+
+    def busy(self) -> list:
+        return [t for t in self.tabs if t.evaluate("window.peermrWorker.state") == "busy"]
+
+
+@pytest.fixture(scope="module")
+def workers(chromium, appliance, token):
+    fleet = Workers(chromium, appliance, token)
+    fleet.add(4)
+    yield fleet
+    for page in list(fleet.tabs):
+        fleet.close(page)
+
+
+def save_and_run(api: httpx.Client, name: str, script: str, **overrides) -> int:
+    job = api.post("/jobs", json={"name": name, "script": script})
+    assert job.status_code == 201, job.text
+    run = api.post(f"/jobs/{job.json()['id']}/runs", json=overrides)
+    assert run.status_code == 201, run.text
+    return run.json()["id"]
+
+
+def wait(api: httpx.Client, run_id: int, timeout: float = 180) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = api.get(f"/runs/{run_id}").json()
+        if run["state"] in ("succeeded", "failed", "cancelled"):
+            return run
+        time.sleep(0.25)
+    raise AssertionError(f"run {run_id} did not end: {run}")
+
+
+def output(api: httpx.Client, run_id: int, group: str = "A") -> list:
+    response = api.get(f"/runs/{run_id}/output", params={"group": group})
+    assert response.status_code == 200, response.text
+    return [json.loads(line) for line in response.text.splitlines()]
+
+
+def logs(api: httpx.Client, run_id: int) -> str:
+    return api.get(f"/runs/{run_id}/logs").text
+
+
+def wordcount_script(origin: str, workers: int = 4) -> str:
+    script = (EXAMPLES / "wordcount.js").read_text()
+    script = script.replace("https://data.example.com/corpus", origin)
+    return script.replace("execution.workerCount = 4;", f"execution.workerCount = {workers};")
+
+
+def test_word_count_with_the_cli_equals_counter(appliance, workers, token, texts, data_server, tmp_path):
+    script = tmp_path / "wordcount.js"
+    script.write_text(wordcount_script(data_server.origin))
+    out = tmp_path / "out.jsonl"
+    result = run_cli(
+        "job", "run", str(script), "--server", appliance.url, "--token", token, "--wait", "--output", str(out)
+    )
+    assert result.returncode == 0, result.stderr + appliance.log()[-3000:]
+    assert "succeeded" in result.stderr
+    counted = dict(json.loads(line) for line in out.read_text().splitlines())
+    assert counted == dict(Counter(w for t in texts for w in t.split()))
+
+
+def test_four_stage_character_count_equals_python(api, workers):
+    run_id = save_and_run(api, "charcount", (EXAMPLES / "charcount.js").read_text())
+    run = wait(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-2000:]
+    lines = [f"line {i}: the quick brown fox jumps over the lazy dog" for i in range(1000)]
+    expected = Counter()
+    for ch in "".join(lines):
+        cls = "letter" if ch.isalpha() else "digit" if ch.isdigit() else "space" if ch.isspace() else "other"
+        expected[cls] += 1
+    assert dict(output(api, run_id)) == dict(expected)
+    # Input, then four stages: the progress shows each of them complete.
+    assert [p["stage"] for p in run["progress"]] == [-1, 0, 1, 2, 3]
+    assert all(p["done"] == p["total"] for p in run["progress"])
+
+
+def intermediate_blobs(api: httpx.Client, run_id: int, stage: int) -> int:
+    bucket = next(b["name"] for b in api.get("/buckets").json() if b["name"].startswith("peermr-runs-"))
+    objects = api.get(f"/buckets/{bucket}/objects", params={"prefix": f"run-{run_id}/A/stage-{stage}/"}).json()
+    return sum(o["blobs"] for o in objects)
+
+
+def test_flush_gives_the_same_answer_with_more_blobs(api, workers):
+    flushing = (EXAMPLES / "charcount-flush.js").read_text()
+    plain = flushing.replace("if (++emitted % 10000 === 0) await context.flush();", "")
+    with_flush = save_and_run(api, "flush", flushing)
+    without = save_and_run(api, "no-flush", plain)
+    a, b = wait(api, with_flush), wait(api, without)
+    assert a["state"] == b["state"] == "succeeded", a["reason"] + b["reason"]
+    assert sorted(output(api, with_flush)) == sorted(output(api, without))
+    lines = [f"row {i} of the sample text" for i in range(2000)]
+    assert dict(output(api, with_flush)) == dict(Counter("".join(lines)))
+    assert intermediate_blobs(api, with_flush, 1) > intermediate_blobs(api, without, 1)
+
+
+FORMATS = """
+const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 2;
+execution.setInputFn(async function input() { return [1, 2, 3, 4, 5, 6]; });
+const s = new MapStage(async function map(x) {
+  for (const [i, n] of x) {
+    context.emit('k' + n, n * 1.5);
+    context.emit('s' + n, 'text, "quoted" ' + n);
+    context.emit(n, n % 2 === 0);
+  }
+  await context.onComplete();
+});
+s.contentType = 'CONTENT_TYPE';
+execution.addStage(s);
+execution.addStage(new ReduceStage(async function reduce(kv) {
+  for (const k in kv) context.emit(k, kv[k][0]);
+  await context.onComplete();
+}));
+execution.start(jobRunner);
+"""
+
+
+@pytest.mark.parametrize("content_type", ["text/csv", "application/bson"])
+def test_csv_and_bson_stages_round_trip_keys_and_values(api, workers, content_type):
+    run_id = save_and_run(api, f"formats-{content_type}", FORMATS.replace("CONTENT_TYPE", content_type))
+    run = wait(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-2000:]
+    expected = {}
+    for n in range(1, 7):
+        expected[f"k{n}"] = n * 1.5
+        expected[f"s{n}"] = f'text, "quoted" {n}'
+        expected[str(n)] = n % 2 == 0  # reduce keys are strings (object keys)
+    assert dict(output(api, run_id)) == expected
+
+
+def test_two_groups_give_outputs_a_and_b(api, workers):
+    script = (EXAMPLES / "charcount-flush.js").read_text().replace("workerCount = 4", "workerCount = 2")
+    script = script.replace("execution.workerCount = 2;", "execution.workerCount = 2;\nexecution.groupCount = 2;")
+    run_id = save_and_run(api, "groups", script)
+    run = wait(api, run_id)
+    assert run["state"] == "succeeded", run["reason"]
+    assert {p["group"] for p in run["progress"]} == {"A", "B"}
+    assert output(api, run_id, "A") and sorted(output(api, run_id, "A")) == sorted(output(api, run_id, "B"))
+    assert api.get(f"/runs/{run_id}/output", params={"group": "C"}).status_code == 404
+
+
+SLOW_COUNT = """
+const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 2;
+execution.setInputFn(async function input() {
+  const lines = [];
+  for (let i = 0; i < 200; i++) lines.push('abc ' + i);
+  return lines;
+});
+execution.addStage(new MapStage(async function map(x) {
+  for (const [, line] of x) for (const ch of line) context.emit(ch, 1);
+  context.log('map waiting');
+  await new Promise(r => setTimeout(r, %(map_ms)d));
+  await context.onComplete();
+}));
+execution.addStage(new ReduceStage(async function reduce(kv) {
+  context.log('reduce waiting');
+  await new Promise(r => setTimeout(r, %(reduce_ms)d));
+  for (const k in kv) context.emit(k, kv[k].reduce((a, b) => a + b, 0));
+  await context.onComplete();
+}));
+execution.start(jobRunner);
+"""
+
+
+def test_workers_closed_mid_map_and_mid_reduce_still_give_the_right_answer(api, workers):
+    run_id = save_and_run(api, "churn", SLOW_COUNT % {"map_ms": 4000, "reduce_ms": 4000})
+    expected = Counter("".join(f"abc {i}" for i in range(200)))
+
+    def close_one_running(kind: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if f"{kind} waiting" in logs(api, run_id):
+                busy = workers.busy()
+                if busy:
+                    workers.close(busy[0])
+                    return
+            time.sleep(0.2)
+        raise AssertionError(f"no {kind} task seen running")
+
+    close_one_running("map")
+    workers.add(1)  # keep the fleet at four
+    close_one_running("reduce")
+    workers.add(1)
+    run = wait(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-3000:]
+    assert dict(output(api, run_id)) == dict(expected)
+    assert logs(api, run_id).count("disconnected") >= 2
+
+
+FORBIDDEN = """
+const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 1;
+execution.setInputFn(async function input() { return [1]; });
+execution.addStage(new MapStage(async function map(x) {
+  %s
+  await context.onComplete();
+}));
+execution.start(jobRunner);
+"""
+
+
+def test_fetch_to_an_origin_not_allowed_fails_the_task_with_a_clear_log_line(api, workers):
+    run_id = save_and_run(api, "exfiltrate", FORBIDDEN % "await fetch('http://127.0.0.1:9/steal');")
+    run = wait(api, run_id)
+    assert run["state"] == "failed"
+    assert "fetch to http://127.0.0.1:9 is not allowed by this appliance" in run["reason"]
+    assert "fetch to http://127.0.0.1:9 is not allowed" in logs(api, run_id)
+
+
+def test_import_scripts_from_job_code_is_refused(api, workers):
+    run_id = save_and_run(api, "imports", FORBIDDEN % "importScripts('/static/worker/codecs.js');")
+    run = wait(api, run_id)
+    assert run["state"] == "failed"
+    assert "importScripts is not available to job code" in run["reason"]
+
+
+def test_a_syntax_error_is_refused_at_save_with_its_line(api):
+    response = api.post(
+        "/jobs", json={"name": "broken", "script": "const e = new JobExecution('pmrfs');\nfunction (\n"}
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert body["extra"]["line"] == 2
+    assert re.search(r"line 2", body["detail"])
