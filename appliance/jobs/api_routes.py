@@ -9,7 +9,7 @@ import msgspec
 from litestar import Request, delete, get, post, put
 from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
-from litestar.params import FromPath, FromQuery
+from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.response import Response, Stream
 from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
@@ -63,7 +63,7 @@ def _coordinator(request: Request):
     description="The script is evaluated against a recording SDK to extract its spec; a script that does not "
     "evaluate (a syntax error, no start(jobRunner)) is refused with 400 and its line and column.",
 )
-async def create_job(request: Request, data: JobIn) -> JobInfo:
+async def create_job(request: Request, data: JSONBody[JobIn]) -> JobInfo:
     with api_errors():
         return await service.create_job(Actor.of(request.user), data.name, data.script)
 
@@ -80,7 +80,7 @@ async def get_job(request: Request, job_id: FromPath[int]) -> JobInfo:
 
 
 @put("/api/v1/jobs/{job_id:int}", opt=access(COORDINATOR), tags=TAGS, summary="Rename a job or replace its script")
-async def update_job(request: Request, job_id: FromPath[int], data: JobUpdate) -> JobInfo:
+async def update_job(request: Request, job_id: FromPath[int], data: JSONBody[JobUpdate]) -> JobInfo:
     with api_errors():
         return await service.update_job(Actor.of(request.user), job_id, data.name, data.script)
 
@@ -107,7 +107,7 @@ async def delete_job(request: Request, job_id: FromPath[int]) -> None:
     "gpuRequirements, saveIntermediateOutput, seed, staleness. The run is queued; poll GET /api/v1/runs/{id}.",
 )
 async def start_run(
-    request: Request, job_id: FromPath[int], settings: NamedDependency[Settings], data: dict[str, Any] | None = None
+    request: Request, job_id: FromPath[int], settings: NamedDependency[Settings], data: JSONBody[dict[str, Any] | None] = None
 ) -> RunInfo:
     with api_errors():
         return await service.start_run(

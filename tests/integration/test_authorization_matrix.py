@@ -49,6 +49,10 @@ def api_users(status: int) -> dict[str, int]:
     return {**API_USERS, "worker": status, "coordinator": status, "admin": status}
 
 
+def api_coordinators(status: int) -> dict[str, int]:
+    return {**API_USERS, "worker": 403, "coordinator": status, "admin": status}
+
+
 # (method, route path) -> (concrete path, form data, expected status per caller).
 # "{...}" in a concrete path is filled from the fixtures below.
 MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
@@ -223,6 +227,24 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         "/ui/storage/download/no-such-bucket/a/b.txt",
         {},
         only_coordinators(404),
+    ),
+    # Jobs and runs in the API: coordinators' own (an unknown id is 404 for everyone allowed in).
+    ("POST", "/api/v1/jobs"): ("/api/v1/jobs", {"json": {"name": "x", "script": "syntax error ("}}, api_coordinators(400)),
+    ("GET", "/api/v1/jobs"): ("/api/v1/jobs", {}, api_coordinators(200)),
+    ("GET", "/api/v1/jobs/{job_id:int}"): ("/api/v1/jobs/999999", {}, api_coordinators(404)),
+    ("PUT", "/api/v1/jobs/{job_id:int}"): ("/api/v1/jobs/999999", {}, api_coordinators(400)),
+    ("DELETE", "/api/v1/jobs/{job_id:int}"): ("/api/v1/jobs/999999", {}, api_coordinators(404)),
+    ("POST", "/api/v1/jobs/{job_id:int}/runs"): ("/api/v1/jobs/999999/runs", {"json": {}}, api_coordinators(404)),
+    ("GET", "/api/v1/runs"): ("/api/v1/runs", {}, api_coordinators(200)),
+    ("GET", "/api/v1/runs/{run_id:int}"): ("/api/v1/runs/999999", {}, api_coordinators(404)),
+    ("POST", "/api/v1/runs/{run_id:int}/cancel"): ("/api/v1/runs/999999/cancel", {"json": {}}, api_coordinators(404)),
+    ("GET", "/api/v1/runs/{run_id:int}/output"): ("/api/v1/runs/999999/output", {}, api_coordinators(404)),
+    ("GET", "/api/v1/runs/{run_id:int}/logs"): ("/api/v1/runs/999999/logs", {}, api_coordinators(404)),
+    # A run's sandbox script: only for browsers of an account holding one of its ranks while it runs.
+    ("GET", "/worker/runs/{run_id:int}/sandbox.js"): (
+        "/worker/runs/999999/sandbox.js",
+        {},
+        {**SIGNED_IN, "enrolled": 404, "worker": 404, "coordinator": 404, "admin": 404},
     ),
     # Cloud Data: each coordinator's own bucket settings. A refused form is 400; the test, CORS and
     # remove actions go back to the page (there is nothing saved to act on here).
