@@ -27,7 +27,7 @@ from appliance.config import Settings
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker
 from appliance.jobs import selection
-from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task
+from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, stage_label
 from appliance.jobs.logs import RunLogs
 from appliance.jobs.sandbox_policy import allowed_origins
 from appliance.jobs.spec import JobSpec
@@ -428,8 +428,11 @@ class Coordinator:
         url = cloud.presign_put(run.storage, key)
         await worker.send(p.TaskPutUrlReply(reply_to=message.id, url=url, key=key))
 
+    def _task_root(self, run: Active, task: Task) -> str:
+        return f"{run.key_prefix()}/{task.group}/{stage_label(task.stage)}/rank-{task.rank:05d}"
+
     def _task_prefix(self, run: Active, task: Task) -> str:
-        return f"{run.key_prefix()}/{task.group}/stage-{task.stage}/rank-{task.rank}/attempt-{task.attempt}"
+        return f"{self._task_root(run, task)}/attempt-{task.attempt}"
 
     def _done(self, run: Active, task: Task, worker: Worker, message: p.TaskDone) -> None:
         problem = self._check_outputs(run, task, message.outputs)
@@ -529,8 +532,7 @@ class Coordinator:
         if run.spec.save_intermediate_output:
             for task, outputs in self._intermediates_by_task(run):
                 if run.storage is None:
-                    stage = "input" if task.stage == INPUT_STAGE else f"stage-{task.stage + 1}"
-                    key = f"run-{run.run_id}/{task.group}/{stage}/part-{task.rank:05d}"
+                    key = f"run-{run.run_id}/{task.group}/{stage_label(task.stage)}/part-{task.rank:05d}"
                     await self._record(run, key, outputs, execution.content_type(task.stage), False)
         else:
             await self._discard(run, intermediate_only=True)
@@ -557,7 +559,7 @@ class Coordinator:
             try:
                 if intermediate_only:
                     for task in tasks:
-                        await cloud.delete_prefix(run.storage, self._task_prefix(run, task).rsplit("/attempt-", 1)[0])
+                        await cloud.delete_prefix(run.storage, self._task_root(run, task) + "/")
                 else:
                     await cloud.delete_prefix(run.storage, run.key_prefix() + "/")
             except Exception as exc:

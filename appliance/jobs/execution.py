@@ -26,6 +26,11 @@ GROUP_LETTERS = string.ascii_uppercase
 TaskState = Literal["waiting", "staging", "running", "done"]
 
 
+def stage_label(stage: int) -> str:
+    """How object keys name a stage: "input", then "stage-1" for the job's first stage."""
+    return "input" if stage == INPUT_STAGE else f"stage-{stage + 1}"
+
+
 @dataclass
 class Output:
     """One blob a task produced for one partition."""

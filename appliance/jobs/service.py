@@ -14,6 +14,7 @@ import msgspec
 
 from appliance.accounts.tables import User
 from appliance.clock import now
+from appliance.cloud import service as cloud
 from appliance.jobs import codecs
 from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.sandbox_policy import allowed_origins, disallowed_urls
@@ -251,6 +252,8 @@ async def start_run(
             f"Job scripts and WebAssembly load only from the appliance and the allowed origins "
             f"({', '.join(origins) or 'none configured'}); not allowed: {', '.join(refused)}"
         )
+    if spec.storage_type != "pmrfs":
+        await _check_cloud_storage(actor, spec, appliance_origin)
     seed = spec.seed if spec.seed is not None else random.randrange(1 << 31)
     inserted = await Run.insert(
         Run(
@@ -267,6 +270,21 @@ async def start_run(
     run_id = inserted[0]["id"]
     coordinator.enqueue(run_id, actor.user_id, spec)
     return await get_run(actor, run_id, coordinator)
+
+
+async def _check_cloud_storage(actor: Actor, spec: JobSpec, appliance_origin: str) -> None:
+    """An s3/gcs run needs the account's bucket, and the bucket must let worker pages reach it (CORS)."""
+    try:
+        storage = await cloud.storage_for(actor.user_id)
+    except cloud.CloudDataError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if storage is None:
+        raise InvalidRequest(
+            f"Storage type {spec.storage_type} needs your bucket's settings: save them on the Cloud Data page first."
+        )
+    problem = await cloud.check_worker_cors(storage, appliance_origin)
+    if problem:
+        raise InvalidRequest(f'{problem} Use "Set CORS for workers" on the Cloud Data page.')
 
 
 async def _run_row(actor: Actor, run_id: int) -> dict:

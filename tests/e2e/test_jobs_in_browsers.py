@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support import ADMIN_EMAIL, Appliance, free_port, run_cli
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, free_port, run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -335,3 +335,58 @@ def test_a_syntax_error_is_refused_at_save_with_its_line(api):
     body = response.json()
     assert body["extra"]["line"] == 2
     assert re.search(r"line 2", body["detail"])
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    from tests.s3_server import MotoServer
+
+    server = MotoServer(tmp_path_factory.mktemp("moto")).start()
+    yield server
+    server.stop()
+
+
+def test_storage_type_s3_reads_and_writes_the_accounts_bucket(appliance, api, workers, s3):
+    from tests.s3_server import REGION
+
+    script = (EXAMPLES / "charcount-flush.js").read_text().replace("storageType = 'pmrfs'", "storageType = 's3'")
+    job = api.post("/jobs", json={"name": "s3-count", "script": script}).json()
+    refused = api.post(f"/jobs/{job['id']}/runs", json={})
+    assert refused.status_code == 400 and "Cloud Data" in refused.json()["detail"]
+
+    bucket = s3.create_bucket("job-data")
+    admin = appliance.client()
+    admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    saved = admin.form(
+        "/ui/cloud",
+        {
+            "provider": "s3",
+            "endpoint_url": s3.url,
+            "region": REGION,
+            "bucket": bucket,
+            "access_key_id": "test-key",
+            "secret_access_key": "test-secret",
+        },
+    )
+    assert saved.status_code in (200, 303), saved.text
+    refused = api.post(f"/jobs/{job['id']}/runs", json={})
+    assert refused.status_code == 400 and "CORS" in refused.json()["detail"]
+    admin.form("/ui/cloud/cors")
+
+    run = api.post(f"/jobs/{job['id']}/runs", json={})
+    assert run.status_code == 201, run.text
+    done = wait(api, run.json()["id"])
+    assert done["state"] == "succeeded", done["reason"] + logs(api, done["id"])[-2000:]
+    lines = [f"row {i} of the sample text" for i in range(2000)]
+    assert dict(output(api, done["id"])) == dict(Counter("".join(lines)))
+    keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket).get("Contents", [])]
+    prefix = f"peermr/runs/{done['id']}/A/"
+    # The output stays in the bucket; intermediates too (saveIntermediateOutput defaults to true).
+    assert any(k.startswith(prefix + "stage-2/") for k in keys)
+    assert any(k.startswith(prefix + "stage-1/") for k in keys)
+    # Nothing of the run went through PMRFS.
+    buckets = api.get("/buckets").json()
+    runs_bucket = next((b["name"] for b in buckets if b["name"].startswith("peermr-runs-")), None)
+    if runs_bucket:
+        objects = api.get(f"/buckets/{runs_bucket}/objects", params={"prefix": f"run-{done['id']}/"}).json()
+        assert objects == []
