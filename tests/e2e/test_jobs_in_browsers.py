@@ -46,7 +46,8 @@ class CorpusServer(ThreadingHTTPServer):
                 body = files.get(handler.path)
                 handler.send_response(200 if body is not None else 404)
                 handler.send_header("Access-Control-Allow-Origin", "*")
-                handler.send_header("Content-Type", "text/plain; charset=utf-8")
+                kind = "application/wasm" if handler.path.endswith(".wasm") else "text/plain; charset=utf-8"
+                handler.send_header("Content-Type", kind)
                 handler.send_header("Content-Length", str(len(body or b"")))
                 handler.end_headers()
                 handler.wfile.write(body or b"")
@@ -66,7 +67,9 @@ def texts():
 
 @pytest.fixture(scope="module")
 def data_server(texts):
-    server = CorpusServer({f"/part-{i}.txt": t.encode() for i, t in enumerate(texts)})
+    files = {f"/part-{i}.txt": t.encode() for i, t in enumerate(texts)}
+    files["/add.wasm"] = (EXAMPLES / "add.wasm").read_bytes()
+    server = CorpusServer(files)
     yield server
     server.shutdown()
 
@@ -298,6 +301,18 @@ def test_workers_closed_mid_map_and_mid_reduce_still_give_the_right_answer(api, 
     assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-3000:]
     assert dict(output(api, run_id)) == dict(expected)
     assert logs(api, run_id).count("disconnected") >= 2
+
+
+def test_webassembly_job_loads_its_binary_from_an_allowed_origin(api, workers, data_server):
+    script = (EXAMPLES / "wasm-sum.js").read_text().replace("https://data.example.com", data_server.origin)
+    run_id = save_and_run(api, "wasm", script)
+    run = wait(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-2000:]
+    assert output(api, run_id) == [["sum", sum(range(1, 1001))]]
+    # A binary from an origin that is not allowed is refused when the run is asked for.
+    elsewhere = api.post("/jobs", json={"name": "wasm-elsewhere", "script": (EXAMPLES / "wasm-sum.js").read_text()})
+    refused = api.post(f"/jobs/{elsewhere.json()['id']}/runs", json={})
+    assert refused.status_code == 400 and "https://data.example.com/add.wasm" in refused.json()["detail"]
 
 
 FORBIDDEN = """

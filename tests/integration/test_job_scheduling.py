@@ -341,3 +341,28 @@ async def test_groups_run_on_their_own_ranks(appliance, people, carol):
     finally:
         for w in workers:
             await w.close()
+
+
+async def test_a_worker_past_its_worker_timeout_is_taken_off_the_run(appliance, people, carol):
+    cookie = cookie_of(people["carol"])
+    stalled = asyncio.Event()
+
+    async def stall_on_map(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map" and not stalled.is_set():
+            stalled.set()
+            # context.setWorkerTimeout(1), then no emit and no progress: the tab hangs.
+            await worker.send({"type": "task-worker-timeout", "taskId": task["taskId"], "seconds": 1})
+            return
+        await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": []})
+
+    hanging = await SimWorker(appliance.url, cookie, on_task=stall_on_map).start()
+    others = await start_workers(appliance.url, cookie, 2)
+    try:
+        run = carol.run(carol.job(job_script(workers=2)))
+        done = await carol.wait(run["id"])
+        assert done["state"] == "succeeded", done
+        assert "without an emit (its worker timeout)" in carol.http.get(f"/runs/{run['id']}/logs").text
+        assert any(m["type"] == "task-cancel" for m in hanging.messages)
+    finally:
+        for w in [hanging, *others]:
+            await w.close()

@@ -1,0 +1,28 @@
+// A WebAssembly job: each map task adds up its numbers with an exported `add` function of a
+// small WebAssembly module, and the reduce totals the partial sums.
+//
+// add.wasm (in this folder) is `(func (export "add") (param i32 i32) (result i32))`. Serve it
+// from an origin an admin allowed (Admin -> Settings, or PEERMR_FETCH_ORIGINS) with CORS, and
+// change the URL below to it; the input function returns the numbers to add.
+const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 4;
+execution.wasmBinaries = [{name: 'add', url: 'https://data.example.com/add.wasm'}];
+
+execution.setInputFn(async function input() {
+  return Array.from({length: 1000}, (_, i) => i + 1);
+});
+
+execution.addStage(new MapStage(async function map(x) {
+  const {instance} = await WebAssembly.instantiateStreaming(fetch(context.getWebAssemblyURL('add')));
+  let sum = 0;
+  for (const [, n] of x) sum = instance.exports.add(sum, n);
+  context.emit('sum', sum);
+  await context.onComplete();
+}));
+
+execution.addStage(new ReduceStage(async function reduce(keyToValues) {
+  for (const key in keyToValues) context.emit(key, keyToValues[key].reduce((a, b) => a + b, 0));
+  await context.onComplete();
+}));
+
+execution.start(jobRunner);
