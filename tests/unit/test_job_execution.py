@@ -1,0 +1,144 @@
+"""A run's task graph without I/O: partitioning, what may start, and what a lost worker costs."""
+
+from __future__ import annotations
+
+from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution
+from appliance.jobs.spec import JobSpec, StageSpec
+
+
+def spec(*kinds: str, workers: int = 2, groups: int = 1, timeout: int = 3600) -> JobSpec:
+    return JobSpec(
+        stages=[StageSpec(kind=k, source="async function f(x) {}", timeout=timeout) for k in kinds],
+        worker_count=workers,
+        group_count=groups,
+        input_source="async function input() { return []; }",
+    )
+
+
+def started(run: RunExecution, workers: list[str], group: str = "A") -> None:
+    for rank, worker in enumerate(workers):
+        run.assign(group, rank, worker)
+
+
+def finish(run: RunExecution, task, partitions: list[int], holder: str | None = None) -> None:
+    outputs = [Output(p, f"{task.id}-{p}".ljust(64, "0"), 10, 1, {holder or task.worker_id}) for p in partitions]
+    run.done(task, outputs, emits=len(partitions), cpu_ms=1)
+
+
+def run_ready(run: RunExecution) -> list:
+    ready = run.ready()
+    for task in ready:
+        run.start(task)
+        run.running(task)
+    return ready
+
+
+def test_partitioning_follows_what_reads_the_output():
+    run = RunExecution(1, spec("map", "map", "reduce", "map"))
+    assert [run.partitioning(s) for s in (INPUT_STAGE, 0, 1, 2, 3)] == ["chunks", "rank", "hash", "rank", "rank"]
+
+
+def test_the_input_runs_alone_then_map_tasks_start_per_rank_without_a_barrier():
+    run = RunExecution(1, spec("map", "map"))
+    started(run, ["w0", "w1"])
+    [first] = run_ready(run)
+    assert (first.stage, first.rank) == (INPUT_STAGE, 0)
+    finish(run, first, [0, 1])
+    maps = run_ready(run)
+    assert {(t.stage, t.rank) for t in maps} == {(0, 0), (0, 1)}
+    finish(run, maps[1], [1])
+    # Rank 1's next map starts at once; rank 0's waits for its own first map only.
+    assert [(t.stage, t.rank) for t in run_ready(run)] == [(1, 1)]
+    assert [o.location for o in run.inputs(run.task("A", 1, 1))] == [maps[1].outputs[0].location]
+
+
+def test_a_reduce_waits_for_every_upstream_task_and_reads_its_partition_from_all():
+    run = RunExecution(1, spec("map", "reduce"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], [0, 1])
+    maps = run_ready(run)
+    finish(run, maps[0], [0, 1])
+    assert run_ready(run) == []
+    finish(run, maps[1], [0, 1])
+    reduces = run_ready(run)
+    assert len(reduces) == 2
+    assert len(run.inputs(reduces[0])) == 2  # partition 0 from both producers
+
+
+def test_a_lost_worker_reruns_its_task_and_recomputes_output_only_it_held():
+    run = RunExecution(1, spec("map", "reduce"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], [0, 1])
+    maps = run_ready(run)
+    finish(run, maps[0], [0, 1])
+    finish(run, maps[1], [0, 1])
+    reduces = run_ready(run)
+    finish(run, reduces[0], [0])
+    again = run.lose_worker("w1")
+    # w1's running reduce and its map (whose output reduce rank 1 still needs) run again.
+    assert {(t.stage, t.rank) for t in again} == {(1, 1), (0, 1)}
+    assert run.vacant_ranks() == [("A", 1)]
+    # Rank 0's finished reduce kept its output: w0 holds it.
+    assert run.task("A", 1, 0).state == "done"
+    run.assign("A", 1, "w2")
+    assert [(t.stage, t.rank) for t in run_ready(run)] == [(0, 1)]
+    assert {a.state for a in run.history if a.worker_id == "w1"} >= {"lost"}
+
+
+def test_output_still_held_elsewhere_is_not_recomputed():
+    run = RunExecution(1, spec("map", "reduce"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], [0, 1])
+    maps = run_ready(run)
+    finish(run, maps[0], [0, 1])
+    finish(run, maps[1], [0, 1])
+    for output in maps[1].outputs:
+        output.holders.add("w0")  # copied to w0 for its reduce
+    again = run.lose_worker("w1")
+    assert [(t.stage, t.rank) for t in again] == []
+    assert maps[1].state == "done"
+
+
+def test_an_input_missing_on_the_worker_recomputes_its_producer_when_no_copy_is_left():
+    run = RunExecution(1, spec("map", "reduce"))
+    started(run, ["w0", "w1"])
+    first = run_ready(run)[0]
+    finish(run, first, [0, 1])
+    [m0, m1] = run_ready(run)
+    missing = first.outputs[1]
+    # w1 was told its chunk was there, but the tab lost it; only w0 had held it.
+    missing.holders = {"w1"}
+    again = run.input_lost(m1, missing.location)
+    assert {(t.stage, t.rank) for t in again} == {(0, 1), (INPUT_STAGE, 0)}
+
+
+def test_stage_timeout_and_worker_timeout():
+    run = RunExecution(1, spec("map", timeout=5))
+    started(run, ["w0", "w1"])
+    first = run_ready(run)[0]
+    first.started = 0.0
+    finish(run, first, [0, 1], holder="w0")
+    maps = run.ready()
+    for task in maps:
+        run.start(task, now=100.0)
+        run.running(task)
+    maps[0].worker_timeout = 10
+    assert run.overdue_stage(now=104.0) is None
+    assert run.overdue_stage(now=106.0) == ("A", 0)
+    assert run.idle_too_long(now=111.0) == [maps[0]]
+
+
+def test_groups_keep_their_own_ranks_and_progress():
+    run = RunExecution(1, spec("map", groups=2))
+    started(run, ["a0", "a1"], "A")
+    started(run, ["b0", "b1"], "B")
+    ready = run_ready(run)
+    assert {(t.group, t.stage) for t in ready} == {("A", INPUT_STAGE), ("B", INPUT_STAGE)}
+    rows = run.progress()
+    assert {(r["group"], r["stage"], r["total"]) for r in rows} == {
+        ("A", -1, 1),
+        ("A", 0, 2),
+        ("B", -1, 1),
+        ("B", 0, 2),
+    }
+    assert not run.finished()
