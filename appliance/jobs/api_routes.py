@@ -107,7 +107,10 @@ async def delete_job(request: Request, job_id: FromPath[int]) -> None:
     "gpuRequirements, saveIntermediateOutput, seed, staleness. The run is queued; poll GET /api/v1/runs/{id}.",
 )
 async def start_run(
-    request: Request, job_id: FromPath[int], settings: NamedDependency[Settings], data: JSONBody[dict[str, Any] | None] = None
+    request: Request,
+    job_id: FromPath[int],
+    settings: NamedDependency[Settings],
+    data: JSONBody[dict[str, Any] | None] = None,
 ) -> RunInfo:
     with api_errors():
         return await service.start_run(

@@ -229,7 +229,11 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         only_coordinators(404),
     ),
     # Jobs and runs in the API: coordinators' own (an unknown id is 404 for everyone allowed in).
-    ("POST", "/api/v1/jobs"): ("/api/v1/jobs", {"json": {"name": "x", "script": "syntax error ("}}, api_coordinators(400)),
+    ("POST", "/api/v1/jobs"): (
+        "/api/v1/jobs",
+        {"json": {"name": "x", "script": "syntax error ("}},
+        api_coordinators(400),
+    ),
     ("GET", "/api/v1/jobs"): ("/api/v1/jobs", {}, api_coordinators(200)),
     ("GET", "/api/v1/jobs/{job_id:int}"): ("/api/v1/jobs/999999", {}, api_coordinators(404)),
     ("PUT", "/api/v1/jobs/{job_id:int}"): ("/api/v1/jobs/999999", {}, api_coordinators(400)),
