@@ -35,6 +35,7 @@ APPS = [
     "appliance.pmrfs.piccolo_app",
     "appliance.jobs.piccolo_app",
     "appliance.cloud.piccolo_app",
+    "appliance.billing.piccolo_app",
 ]
 
 
