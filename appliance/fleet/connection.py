@@ -142,9 +142,7 @@ class Session:
         elif isinstance(message, p.BlobUploaded):
             self.worker.resolve(message.reply_to, message)
         elif isinstance(message, p.TransferBytes):
-            transfer = self.fleet.transfers.get(message.transfer_id)
-            if transfer and transfer.peer_of(self.worker.worker_id):
-                transfer.reported[self.worker.worker_id] = message.bytes
+            self.fleet.transfers.report(message.transfer_id, self.worker.worker_id, message.bytes)
         elif isinstance(message, p.TASK_MESSAGES):
             self.fleet.notify("task_message", self.worker, message)
         elif isinstance(message, p.BlobsDropped):

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from appliance.fleet import protocol as p
 from appliance.fleet.protocol import Capabilities
-from appliance.fleet.transfers import Transfer, Transfers
+from appliance.fleet.transfers import Transfer, Transfers, TransferTag
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +109,14 @@ class Fleet:
     def get(self, worker_id: str) -> Worker | None:
         return self.workers.get(worker_id)
 
-    async def copy_blob(self, sha: str, size: int, source: Worker, target: Worker, timeout: float) -> bool:
-        """Have ``source`` send a blob it holds to ``target`` over WebRTC; True once the target verified it."""
-        transfer = self.transfers.arrange(sha, size, source.worker_id, target.worker_id)
+    async def copy_blob(
+        self, sha: str, size: int, source: Worker, target: Worker, timeout: float, tag: TransferTag | None = None
+    ) -> bool:
+        """Have ``source`` send a blob it holds to ``target`` over WebRTC; True once the target verified it.
+
+        ``tag`` names the account (and run) the copy is made for; billing meters tagged transfers."""
+        accounts = {source.worker_id: source.account_id, target.worker_id: target.account_id}
+        transfer = self.transfers.arrange(sha, size, source.worker_id, target.worker_id, tag, accounts)
         await target.send(p.BlobReceive(transfer_id=transfer.id, sha256=sha, size=size, from_=source.worker_id))
         await source.send(p.BlobSend(transfer_id=transfer.id, sha256=sha, to=target.worker_id))
         try:

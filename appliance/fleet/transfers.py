@@ -14,6 +14,17 @@ import time
 from dataclasses import dataclass, field
 
 TRANSFER_TIMEOUT = 120.0
+# A finished transfer still takes the late end's byte report for this long (billing counts the smaller).
+REPORT_GRACE = 30.0
+
+
+@dataclass(frozen=True)
+class TransferTag:
+    """On whose behalf a transfer runs, for billing: the account charged, its run, private mode."""
+
+    account: int
+    run: int | None = None
+    private: bool = False
 
 
 @dataclass
@@ -27,6 +38,9 @@ class Transfer:
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     # Bytes each end says it moved; the smaller counts (one browser cannot inflate it).
     reported: dict[str, int] = field(default_factory=dict)
+    tag: TransferTag | None = None
+    # Worker id -> account id of both ends, as they were when the transfer was arranged.
+    accounts: dict[str, int] = field(default_factory=dict)
 
     def peer_of(self, worker_id: str) -> str | None:
         if worker_id == self.source:
@@ -43,18 +57,35 @@ class Transfer:
 class Transfers:
     def __init__(self) -> None:
         self.active: dict[str, Transfer] = {}
+        # Finished transfers by id, with when they finished: a byte report may arrive after the end.
+        self.recent: dict[str, tuple[Transfer, float]] = {}
 
-    def arrange(self, sha256: str, size: int, source: str, target: str) -> Transfer:
+    def arrange(
+        self,
+        sha256: str,
+        size: int,
+        source: str,
+        target: str,
+        tag: TransferTag | None = None,
+        accounts: dict[str, int] | None = None,
+    ) -> Transfer:
         self.expire()
-        transfer = Transfer(secrets.token_hex(8), sha256, size, source, target)
+        transfer = Transfer(secrets.token_hex(8), sha256, size, source, target, tag=tag, accounts=dict(accounts or {}))
         self.active[transfer.id] = transfer
         return transfer
+
+    def report(self, transfer_id: str, worker_id: str, size: int) -> None:
+        """An end's count of the bytes it moved (kept only from the transfer's two ends)."""
+        transfer = self.active.get(transfer_id) or self.recent.get(transfer_id, (None, 0.0))[0]
+        if transfer is not None and transfer.peer_of(worker_id) is not None:
+            transfer.reported[worker_id] = max(0, min(size, transfer.size))
 
     def get(self, transfer_id: str) -> Transfer | None:
         return self.active.get(transfer_id)
 
     def finish(self, transfer: Transfer, ok: bool, reason: str = "") -> None:
         self.active.pop(transfer.id, None)
+        self.recent[transfer.id] = (transfer, time.monotonic())
         if not transfer.done.done():
             transfer.done.set_result((ok, reason))
 
@@ -63,6 +94,9 @@ class Transfers:
 
     def expire(self) -> None:
         now = time.monotonic()
+        for transfer_id, (_, finished) in list(self.recent.items()):
+            if now - finished > REPORT_GRACE:
+                del self.recent[transfer_id]
         for transfer in list(self.active.values()):
             if now - transfer.started > TRANSFER_TIMEOUT:
                 self.finish(transfer, False, "timed out")

@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from appliance.billing import meters as billing_meters
 from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.config import Settings
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker
+from appliance.fleet.transfers import TransferTag
 from appliance.jobs import selection
 from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, stage_label
 from appliance.jobs.logs import RunLogs
@@ -67,6 +69,8 @@ class Active:
     staging_failures: int = 0
     put_keys: dict[str, int] = field(default_factory=dict)
     ending: bool = False
+    # Worker id -> account of every worker that held a rank (task rows and billing need it after it left).
+    accounts: dict[str, int] = field(default_factory=dict)
 
     @property
     def script_url(self) -> str:
@@ -261,6 +265,7 @@ class Coordinator:
             execution.assign(group, index % spec.worker_count, worker.worker_id)
             worker.run_id = queued.run_id
         run = Active(queued.run_id, queued.owner_id, spec, execution, await allowed_origins(self.settings), storage)
+        run.accounts.update({w.worker_id: w.account_id for w in workers})
         self.active[run.run_id] = run
         await Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)
         self.logs.add(run.run_id, f"started on {len(workers)} worker(s): " + ", ".join(w.worker_id for w in workers))
@@ -321,6 +326,7 @@ class Coordinator:
             worker = selection.ranked(candidates)[0]
             run.execution.assign(group, rank, worker.worker_id)
             worker.run_id = run.run_id
+            run.accounts[worker.worker_id] = worker.account_id
             run.vacant_since.pop((group, rank), None)
             self.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
 
@@ -401,6 +407,7 @@ class Coordinator:
     async def _stage(self, run: Active, target: Worker, inputs: list[Output]) -> str:
         """Copy the inputs the target does not hold from a worker that does; '' when all arrived."""
         limit = asyncio.Semaphore(MAX_PARALLEL_COPIES)
+        tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
 
         async def fetch(output: Output) -> str:
             async with limit:
@@ -409,7 +416,7 @@ class Coordinator:
                     source = self.fleet.get(holder)
                     if source is None:
                         continue
-                    if await self.fleet.copy_blob(output.location, output.size, source, target, COPY_TIMEOUT):
+                    if await self.fleet.copy_blob(output.location, output.size, source, target, COPY_TIMEOUT, tag):
                         output.holders.add(target.worker_id)
                         return ""
                 return f"blob {output.location} could not be copied from {', '.join(holders) or 'any worker'}"
@@ -606,12 +613,27 @@ class Coordinator:
         try:
             await self.logs.flush()  # the whole log is there once the run shows as ended
             await self._store_end(run.run_id, state, reason, self._task_rows(run), outputs, execution.progress())
+            await self._meter(run)
         finally:
             self.logs.forget(run.run_id)
             self.wake.set()
 
+    async def _meter(self, run: Active) -> None:
+        """The run's completed task attempts into the billing ledger (idempotent per run)."""
+        accounts = {**{w.worker_id: w.account_id for w in self.fleet.workers.values()}, **run.accounts}
+        tasks = [
+            billing_meters.TaskUsage(a.worker_id, accounts.get(a.worker_id), a.state, a.cpu_ms)
+            for a in run.execution.history
+        ]
+        try:
+            await billing_meters.run_ended(
+                run.run_id, run.owner_id, tasks, private=run.spec.private_mode, gpu=run.spec.gpu
+            )
+        except Exception:
+            log.exception("run %s: could not record its usage for billing", run.run_id)
+
     def _task_rows(self, run: Active) -> list[RunTask]:
-        accounts = {w.worker_id: w.account_id for w in self.fleet.workers.values()}
+        accounts = {**{w.worker_id: w.account_id for w in self.fleet.workers.values()}, **run.accounts}
         wall = time.time() - time.monotonic()  # monotonic -> epoch
         return [
             RunTask(

@@ -294,6 +294,12 @@ async def _run_row(actor: Actor, run_id: int) -> dict:
     return row
 
 
+async def run_owner(run_id: int) -> int | None:
+    """The account a run belongs to (billing charges a run's TURN relay bytes to it); None if unknown."""
+    row = await Run.select(Run.owner).where(Run.id == run_id).first()
+    return row["owner"] if row else None
+
+
 def _run_info(row: dict, emails: dict[int, str], coordinator: Coordinator) -> RunInfo:
     live = coordinator.live(row["id"])
     if live is not None:

@@ -20,7 +20,7 @@ from piccolo.query.functions.aggregate import Sum
 
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker
-from appliance.fleet.transfers import Transfer
+from appliance.fleet.transfers import Transfer, TransferTag
 from appliance.pmrfs import namenode
 from appliance.pmrfs.blobstore import BlobStore, sha256_hex
 from appliance.pmrfs.grants import Grants
@@ -187,7 +187,9 @@ class DataNodes:
         return isinstance(reply, p.BlobStored) and reply.sha256 == sha
 
     async def _copy_between_browsers(self, sha: str, size: int, source: Worker, target: Worker) -> bool:
-        return await self.fleet.copy_blob(sha, size, source, target, REQUEST_TIMEOUT)
+        owner = await namenode.billing_owner(sha)
+        tag = TransferTag(account=owner[0], private=owner[1]) if owner else None  # billed to the blob's owner
+        return await self.fleet.copy_blob(sha, size, source, target, REQUEST_TIMEOUT, tag)
 
     # ------------------------------------------------------------ reading back
 

@@ -316,3 +316,60 @@ async def sweep_orphan_files(store: BlobStore, older_than: float = 3600) -> list
             removed.append(sha)
     store.sweep_temporary(older_than)
     return removed
+
+
+# ------------------------------------------------------------------ billing
+
+
+class HeldBytes(msgspec.Struct, frozen=True):
+    """Bytes one worker holds of one account's blobs (confirmed replicas), for storage metering."""
+
+    owner: int
+    private: bool
+    holder: str
+    bytes: int
+
+
+async def _blob_owners(blob_ids: list[int] | None = None) -> dict[int, tuple[int, bool]]:
+    """blob id -> (owner, private) of the oldest bucket with an object made of it (the account it is billed to)."""
+    query = ObjectBlob.select(
+        ObjectBlob.blob,
+        ObjectBlob.stored_object.bucket.as_alias("bucket"),
+        ObjectBlob.stored_object.bucket.owner.as_alias("owner"),
+        ObjectBlob.stored_object.bucket.private.as_alias("private"),
+    )
+    rows = []
+    if blob_ids is None:
+        rows = await query
+    else:
+        for part in chunks(sorted(set(blob_ids))):
+            rows += await query.where(ObjectBlob.blob.is_in(part))
+    oldest: dict[int, tuple[int, int, bool]] = {}
+    for r in rows:
+        if r["blob"] not in oldest or r["bucket"] < oldest[r["blob"]][0]:
+            oldest[r["blob"]] = (r["bucket"], r["owner"], bool(r["private"]))
+    return {blob: (owner, private) for blob, (_, owner, private) in oldest.items()}
+
+
+async def browser_replica_bytes() -> list[HeldBytes]:
+    """Per (billed owner, worker): the bytes of confirmed replicas in browsers (the appliance's excluded)."""
+    rows = await Replica.select(Replica.blob, Replica.holder, Replica.blob.size.as_alias("size")).where(
+        (Replica.holder != APPLIANCE) & Replica.confirmed_at.is_not_null()
+    )
+    owners = await _blob_owners()
+    held: dict[tuple[int, bool, str], int] = {}
+    for r in rows:
+        owner = owners.get(r["blob"])
+        if owner is None:
+            continue  # no object uses it any more: garbage collection removes it
+        key = (owner[0], owner[1], r["holder"])
+        held[key] = held.get(key, 0) + r["size"]
+    return [HeldBytes(owner, private, holder, size) for (owner, private, holder), size in sorted(held.items())]
+
+
+async def billing_owner(sha: str) -> tuple[int, bool] | None:
+    """(owner, private) of the oldest bucket using this blob: whom a copy of it is made for."""
+    row = await Blob.select(Blob.id).where(Blob.sha256 == sha).first()
+    if row is None:
+        return None
+    return (await _blob_owners([row["id"]])).get(row["id"])

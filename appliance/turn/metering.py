@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+import msgspec
 from piccolo.query.functions.aggregate import Sum
 from prometheus_client import Counter, Gauge
 
@@ -124,6 +125,36 @@ async def totals_since(since: dt.datetime) -> dict[str, tuple[int, int]]:
         .group_by(RelayUsage.account)
     )
     return {r["account"]: (int(r["to_peer"] or 0), int(r["from_peer"] or 0)) for r in rows}
+
+
+class AllocationTotal(msgspec.Struct, frozen=True):
+    """One allocation's cumulative relayed payload bytes (both directions) as last written, for billing."""
+
+    allocation_id: str
+    account: str
+    run: str | None
+    bytes: int
+    updated_at: dt.datetime
+
+
+async def allocation_totals(since: dt.datetime | None = None) -> list[AllocationTotal]:
+    """Every allocation's row last written at or after ``since`` (all of them without it)."""
+    query = RelayUsage.select(
+        RelayUsage.allocation_id,
+        RelayUsage.account,
+        RelayUsage.run,
+        RelayUsage.bytes_to_peer,
+        RelayUsage.bytes_from_peer,
+        RelayUsage.updated_at,
+    )
+    if since is not None:
+        query = query.where(RelayUsage.updated_at >= since)
+    return [
+        AllocationTotal(
+            r["allocation_id"], r["account"], r["run"], r["bytes_to_peer"] + r["bytes_from_peer"], r["updated_at"]
+        )
+        for r in await query.order_by(RelayUsage.id)
+    ]
 
 
 def live_rows(allocations: Iterable[Allocation]) -> list[dict]:
