@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 
@@ -32,6 +33,10 @@ from appliance.accounts.auth import (
     access,
     access_guard,
 )
+from appliance.billing import context as billing_context
+from appliance.billing import housekeeping as billing_housekeeping
+from appliance.billing import routes as billing_routes
+from appliance.billing.meters import TransferMeter
 from appliance.cloud import routes as cloud_routes
 from appliance.cloud import service as cloud_service
 from appliance.config import Settings
@@ -80,6 +85,7 @@ ROUTE_HANDLERS = [
     *jobs_api_routes.ROUTES,
     *jobs_sandbox_routes.ROUTES,
     *jobs_ui_routes.ROUTES,
+    *billing_routes.ROUTES,
 ]
 
 
@@ -102,13 +108,19 @@ def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
     cloud_service.configure(secrets.cloud_data_key)
+    billing_context.configure(settings)
     store = store_for(settings.data_path)
-    scheduler = create_scheduler([*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store)], settings.timezone)
     turn = TurnService(settings, secrets.turn_secret)
     fleet = Fleet()
+    transfer_meter = TransferMeter()
+    fleet.listeners.append(transfer_meter)
+    scheduler = create_scheduler(
+        [*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store), *billing_housekeeping.jobs(fleet)], settings.timezone
+    )
     datanodes = DataNodes(fleet, store, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
     coordinator = Coordinator(fleet, settings, store, run_logs)
+    background: set[asyncio.Task] = set()
 
     def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
         jinja.engine.globals.update(
@@ -128,11 +140,15 @@ def create_app(settings: Settings) -> Litestar:
         run_logs.start()
         await coordinator.start()
         scheduler.start()
+        background.add(asyncio.create_task(billing_housekeeping.catch_up()))
 
     async def stop_services() -> None:
         if scheduler.running:
             scheduler.shutdown(wait=False)
         await coordinator.stop()
+        await transfer_meter.stop()
+        for task in background:
+            task.cancel()
         await run_logs.stop()
         await datanodes.stop()
         await turn.stop()

@@ -157,11 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     _data_dir_flag(worker)
     worker.set_defaults(func=cmd_worker)
 
+    from appliance.billing import cli as billing_cli
     from appliance.jobs import cli as jobs_cli
     from appliance.pmrfs import cli as pmrfs_cli
 
     pmrfs_cli.add_parser(sub)
     jobs_cli.add_parser(sub)
+    billing_cli.add_parser(sub)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)

@@ -57,6 +57,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     turn_credential_ttl_seconds: int = 24 * 3600
     stripe_api_key: str = ""
     stripe_api_base: str = ""
+    # The signing secret of the Stripe webhook endpoint (POST /billing/stripe/webhook); empty turns it off.
+    stripe_webhook_secret: str = ""
     timezone: str = "UTC"
     log_level: str = "info"
     # Idle dashboard sessions expire after this many hours.

@@ -113,6 +113,7 @@ class TransferMeter:
     def __init__(self, grace: float = REPORT_GRACE_SECONDS):
         self.grace = grace
         self.pending: set[asyncio.Task] = set()
+        self.stopping = False
 
     def transfer_finished(self, transfer, ok: bool, reason: str) -> None:
         if not ok or getattr(transfer, "tag", None) is None:
@@ -123,7 +124,7 @@ class TransferMeter:
 
     async def _meter(self, transfer) -> None:
         deadline = asyncio.get_running_loop().time() + self.grace
-        while len(transfer.reported) < 2 and asyncio.get_running_loop().time() < deadline:
+        while len(transfer.reported) < 2 and not self.stopping and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.2)
         try:
             await ledger.record(transfer_entries(transfer, now()))
@@ -131,11 +132,11 @@ class TransferMeter:
             log.exception("could not meter transfer %s", transfer.id)
 
     async def stop(self) -> None:
-        """Meter what is still waiting (with the reports there are), then return."""
-        tasks = list(self.pending)
-        for task in tasks:
+        """Meter what is still waiting now (with the reports there are), then return."""
+        self.stopping = True
+        for task in list(self.pending):
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(task), self.grace)
+                await asyncio.wait_for(asyncio.shield(task), 5)
 
 
 # ------------------------------------------------------------------ PMRFS storage

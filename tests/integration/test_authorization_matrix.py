@@ -257,6 +257,9 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("POST", "/ui/cloud/test"): ("/ui/cloud/test", {}, only_coordinators(303)),
     ("POST", "/ui/cloud/cors"): ("/ui/cloud/cors", {}, only_coordinators(303)),
     ("POST", "/ui/cloud/remove"): ("/ui/cloud/remove", {}, only_coordinators(303)),
+    # Stripe's webhook: public, trusted only by its signature (tests/integration/test_billing_cli_webhook.py);
+    # this appliance has no webhook secret, so it answers 503 to everyone and reads nothing.
+    ("POST", "/billing/stripe/webhook"): ("/billing/stripe/webhook", {}, everyone(503)),
 }
 
 

@@ -1,0 +1,305 @@
+"""What the Billing, Payments and admin Billing pages (and the CLI) call: plain structs, never table rows.
+
+Usage and estimates of the open month come straight from the ledger priced with today's prices;
+closed months come from their stored statements. Money is in integer minor units of ``currency``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+
+import msgspec
+
+from appliance.billing import ledger, periods, prices, settlement, statements
+from appliance.billing.ledger import CONSUMER, PROVIDER, RESOURCES, Resource, UsageTotal
+from appliance.billing.prices import PriceError, PriceInfo, set_price
+from appliance.billing.settlement import (
+    BillingError,
+    ConnectedAccountInfo,
+    close_period,
+    connected_account,
+    onboarding_link,
+    refresh_connected_account,
+    retry_invoice,
+    retry_payout,
+)
+from appliance.billing.statements import Line, StatementInfo
+from appliance.billing.stripe_gateway import StripeUnavailable
+from appliance.billing.tables import Invoice, Payout
+from appliance.clock import now
+
+__all__ = [
+    "CONSUMER",
+    "PROVIDER",
+    "RESOURCES",
+    "BillingError",
+    "ConnectedAccountInfo",
+    "InvoiceInfo",
+    "Line",
+    "PayoutInfo",
+    "PriceError",
+    "PriceInfo",
+    "Resource",
+    "StatementInfo",
+    "StripeUnavailable",
+    "UsageTotal",
+    "all_usage",
+    "close_period",
+    "connected_account",
+    "current_period",
+    "current_prices",
+    "estimate",
+    "format_money",
+    "invoices",
+    "onboarding_link",
+    "payouts",
+    "price_history",
+    "refresh_connected_account",
+    "retry_invoice",
+    "retry_payout",
+    "set_price",
+    "statement",
+    "statements_csv",
+    "statements_of",
+    "usage",
+    "usage_by_day",
+]
+
+
+# Currencies whose minor unit is the unit itself (Stripe's zero-decimal currencies).
+ZERO_DECIMAL = {
+    "bif",
+    "clp",
+    "djf",
+    "gnf",
+    "jpy",
+    "kmf",
+    "krw",
+    "mga",
+    "pyg",
+    "rwf",
+    "ugx",
+    "vnd",
+    "vuv",
+    "xaf",
+    "xof",
+    "xpf",
+}
+
+
+def format_money(amount: int, currency: str) -> str:
+    """Minor units as a person reads them: ``format_money(123456, "usd") == "1,234.56 USD"``."""
+    if currency.lower() in ZERO_DECIMAL:
+        return f"{amount:,} {currency.upper()}"
+    sign = "-" if amount < 0 else ""
+    return f"{sign}{abs(amount) // 100:,}.{abs(amount) % 100:02d} {currency.upper()}"
+
+
+def current_period() -> str:
+    """This month in the appliance time zone ("YYYY-MM")."""
+    return periods.of(now())
+
+
+async def usage(account: int, period: str | None = None, side: str = CONSUMER) -> dict[str, int]:
+    """resource -> quantity (ledger units) an account used (consumer) or provided (provider) in a period."""
+    return await ledger.sums(period or current_period(), account, side)
+
+
+async def usage_by_day(
+    account: int, period: str | None = None, side: str = CONSUMER
+) -> list[tuple[dt.date, dict[str, int]]]:
+    """The chart's data: per local day of the period (up to today), resource -> quantity."""
+    return await ledger.daily(period or current_period(), account, side)
+
+
+async def all_usage(period: str | None = None) -> list[UsageTotal]:
+    """Every account's totals per resource and side in a period (the admin's view)."""
+    return await ledger.totals(period or current_period())
+
+
+async def estimate(account: int, period: str | None = None, kind: str = CONSUMER) -> StatementInfo:
+    """The account's statement for a period as it stands: the bill so far (consumer) or earnings (provider).
+
+    For a closed period this is the stored statement."""
+    period = period or current_period()
+    if await settlement.is_closed(period):
+        found = await statements.stored(period, account=account, kind=kind)
+    else:
+        found = [s for s in await statements.compute(period, account=account) if s.kind == kind]
+    if found:
+        return found[0]
+    return StatementInfo(account, period, kind, await prices.currency_code(), [], 0)
+
+
+async def statements_of(
+    account: int | None = None, period: str | None = None, kind: str | None = None
+) -> list[StatementInfo]:
+    """Stored statements of closed periods, newest period first (``account=None``: everyone's)."""
+    return await statements.stored(period, account=account, kind=kind)
+
+
+async def statement(statement_id: int) -> StatementInfo | None:
+    return await statements.get(statement_id)
+
+
+async def current_prices() -> dict[str, PriceInfo | None]:
+    return await prices.current()
+
+
+async def price_history(resource: str | None = None) -> list[PriceInfo]:
+    return await prices.history(resource)
+
+
+class InvoiceInfo(msgspec.Struct, frozen=True):
+    id: int
+    key: str
+    statement_id: int
+    account: int
+    period: str
+    amount: int
+    currency: str
+    state: str
+    stripe_invoice: str
+    stripe_status: str
+    hosted_url: str
+    error: str
+    attempts: int
+    updated_at: dt.datetime
+
+
+class PayoutInfo(msgspec.Struct, frozen=True):
+    id: int
+    key: str
+    statement_id: int
+    account: int
+    period: str
+    amount: int
+    currency: str
+    state: str
+    stripe_account: str
+    stripe_transfer: str
+    stripe_status: str
+    error: str
+    attempts: int
+    updated_at: dt.datetime
+
+
+async def invoices(account: int | None = None, period: str | None = None) -> list[InvoiceInfo]:
+    query = Invoice.select()
+    if account is not None:
+        query = query.where(Invoice.account == account)
+    if period is not None:
+        query = query.where(Invoice.period == period)
+    rows = await query.order_by(Invoice.period, ascending=False).order_by(Invoice.account)
+    return [
+        InvoiceInfo(
+            r["id"],
+            r["key"],
+            r["statement"],
+            r["account"],
+            r["period"],
+            r["amount"],
+            r["currency"],
+            r["state"],
+            r["stripe_invoice"],
+            r["stripe_status"],
+            r["hosted_url"],
+            r["error"],
+            r["attempts"],
+            r["updated_at"],
+        )
+        for r in rows
+    ]
+
+
+async def payouts(account: int | None = None, period: str | None = None) -> list[PayoutInfo]:
+    query = Payout.select()
+    if account is not None:
+        query = query.where(Payout.account == account)
+    if period is not None:
+        query = query.where(Payout.period == period)
+    rows = await query.order_by(Payout.period, ascending=False).order_by(Payout.account)
+    return [
+        PayoutInfo(
+            r["id"],
+            r["key"],
+            r["statement"],
+            r["account"],
+            r["period"],
+            r["amount"],
+            r["currency"],
+            r["state"],
+            r["stripe_account"],
+            r["stripe_transfer"],
+            r["stripe_status"],
+            r["error"],
+            r["attempts"],
+            r["updated_at"],
+        )
+        for r in rows
+    ]
+
+
+CSV_COLUMNS = [
+    "period",
+    "account",
+    "email",
+    "kind",
+    "resource",
+    "quantity",
+    "unit",
+    "rate",
+    "per",
+    "amount",
+    "currency",
+    "statement_total",
+    "state",
+]
+
+
+async def statements_csv(
+    period: str | None = None, account: int | None = None, found: list[StatementInfo] | None = None
+) -> str:
+    """Statements as CSV, one row per line (a statement without lines gets one row); amounts in minor units.
+
+    ``found`` exports the given statements (a dry run's); otherwise the stored ones of ``period``/``account``."""
+    from appliance.accounts import users
+
+    found = found if found is not None else await statements.stored(period, account=account)
+    emails = {}
+    states = {}
+    for s in found:
+        if s.account not in emails:
+            user = await users.get(s.account)
+            emails[s.account] = user.email if user else ""
+    for info in await invoices(account, period):
+        states[(CONSUMER, info.account, info.period)] = info.state
+    for info in await payouts(account, period):
+        states[(PROVIDER, info.account, info.period)] = info.state
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for s in found:
+        state = states.get((s.kind, s.account, s.period), "" if s.id is None else "closed")
+        for line in s.lines or [None]:
+            resource = RESOURCES[line.resource] if line else None
+            writer.writerow(
+                [
+                    s.period,
+                    s.account,
+                    emails[s.account],
+                    "invoice" if s.kind == CONSUMER else "payout",
+                    line.resource if line else "",
+                    line.quantity if line else 0,
+                    resource.unit if resource else "",
+                    str(line.rate) if line else "",
+                    resource.price_unit if resource else "",
+                    line.amount if line else 0,
+                    s.currency,
+                    s.total,
+                    state,
+                ]
+            )
+    return out.getvalue()
