@@ -140,3 +140,29 @@ def test_a_webhook_with_a_bad_signature_is_refused_and_a_good_one_updates_the_st
     )
     assert response.status_code == 400
     assert server.query("SELECT stripe_status FROM billing_invoice") == [("paid",)]
+
+
+def test_months_missed_while_the_appliance_was_down_are_closed_at_the_next_start(tmp_path):
+    appliance = Appliance(tmp_path / "data")
+    appliance.start()
+    appliance.stop()
+    # Usage of a month long past, recorded while the appliance is down (as if it had been down since).
+    run_python(
+        appliance,
+        """
+        at = dt.datetime(2026, 2, 20, tzinfo=dt.UTC)
+        await ledger.record([Entry(1, "turn_bytes", "consumer", 123, "missed", at)])
+        """,
+    )
+    assert appliance.query("SELECT COUNT(*) FROM billing_period") == [(0,)]
+    appliance.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not appliance.query("SELECT COUNT(*) FROM billing_statement")[0][0]:
+            time.sleep(0.2)
+        periods = [p for (p,) in appliance.query("SELECT period FROM billing_period ORDER BY period")]
+        assert periods[0] == "2026-02" and len(periods) >= 1
+        assert appliance.query("SELECT account, period, total FROM billing_statement") == [(1, "2026-02", 0)]
+        assert "closed billing period(s) missed while the appliance was down: 2026-02" in appliance.log()
+    finally:
+        appliance.stop()

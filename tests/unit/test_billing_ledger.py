@@ -328,3 +328,53 @@ async def test_missed_months_are_closed_in_order(store):
     closed = await settlement.close_due(at=dt.datetime(2026, 4, 2, tzinfo=dt.UTC))
     assert closed == ["2026-01", "2026-02", "2026-03"]
     assert await settlement.close_due(at=dt.datetime(2026, 4, 2, tzinfo=dt.UTC)) == []
+
+
+# ------------------------------------------------------------------ the service the pages use
+
+
+async def test_the_service_gives_usage_the_daily_chart_an_estimate_and_csv(store):
+    from appliance.billing import service
+
+    await prices.set_price("cpu_ms", "360", "0", dt.date(2026, 1, 1))  # 0.1 cent per second
+    await ledger.record(
+        [
+            entry(1, "cpu_ms", 10_000, "d3", at=dt.datetime(2026, 3, 3, 10, tzinfo=dt.UTC)),
+            entry(1, "cpu_ms", 5_000, "d3b", at=dt.datetime(2026, 3, 3, 23, tzinfo=dt.UTC)),
+            entry(1, "turn_bytes", 99, "d9", at=dt.datetime(2026, 3, 9, tzinfo=dt.UTC)),
+        ]
+    )
+    assert (await service.usage(1, "2026-03"))["cpu_ms"] == 15_000
+    days = dict(await service.usage_by_day(1, "2026-03"))
+    assert len(days) == 31 and days[dt.date(2026, 3, 3)]["cpu_ms"] == 15_000
+    assert days[dt.date(2026, 3, 9)]["turn_bytes"] == 99 and days[dt.date(2026, 3, 4)]["cpu_ms"] == 0
+    estimate = await service.estimate(1, "2026-03")
+    assert (estimate.total, estimate.id) == (2, None)  # 1.5 cents rounds half-to-even to 2
+    empty = await service.estimate(42, "2026-03", kind=PROVIDER)
+    assert (empty.lines, empty.total, empty.currency) == ([], 0, "usd")
+    await settlement.close_period("2026-03")
+    assert (await service.estimate(1, "2026-03")).id is not None  # a closed month: its stored statement
+    [invoice] = await service.invoices(account=1)
+    assert (invoice.amount, invoice.state, invoice.key) == (2, "offline", "peermr-invoice-1-2026-03")
+    rows = (await service.statements_csv("2026-03")).splitlines()
+    assert rows[0].startswith("period,account,email,kind,resource,quantity")
+    assert rows[1].startswith("2026-03,1,,invoice,cpu_ms,15000,millisecond of task execution,360,CPU-hour,2,usd,2,")
+    assert rows[1].endswith(",offline") and len(rows) == 3
+    assert service.format_money(123456, "usd") == "1,234.56 USD"
+    assert service.format_money(-5, "eur") == "-0.05 EUR"
+    assert service.format_money(1200, "jpy") == "1,200 JPY"
+
+
+def test_the_monthly_close_runs_on_the_first_in_the_appliance_time_zone():
+    from appliance.billing import housekeeping
+    from appliance.fleet.registry import Fleet
+    from appliance.scheduler import create_scheduler
+
+    scheduler = create_scheduler(housekeeping.jobs(Fleet()), "Europe/Paris")
+    job = next(j for j in scheduler.get_jobs() if j.id == "billing.monthly_close")
+    after = dt.datetime.now(dt.UTC) + dt.timedelta(days=40)
+    fire = job.trigger.get_next_fire_time(None, after)
+    assert (fire.day, fire.hour, fire.minute, str(fire.tzinfo)) == (1, 0, 15, "Europe/Paris")
+    assert fire - after < dt.timedelta(days=32)
+    storage = next(j for j in scheduler.get_jobs() if j.id == "billing.sample_storage")
+    assert storage.trigger.get_next_fire_time(None, after).minute == 0
