@@ -37,6 +37,7 @@ from appliance.billing import context as billing_context
 from appliance.billing import housekeeping as billing_housekeeping
 from appliance.billing import routes as billing_routes
 from appliance.billing.meters import TransferMeter
+from appliance.billing.scores import WorkerScores
 from appliance.cloud import routes as cloud_routes
 from appliance.cloud import service as cloud_service
 from appliance.config import Settings
@@ -114,6 +115,7 @@ def create_app(settings: Settings) -> Litestar:
     fleet = Fleet()
     transfer_meter = TransferMeter()
     fleet.listeners.append(transfer_meter)
+    fleet.listeners.append(WorkerScores(fleet))  # a joining worker gets its score (selection ranks by it)
     scheduler = create_scheduler(
         [*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store), *billing_housekeeping.jobs(fleet)], settings.timezone
     )

@@ -2,6 +2,7 @@ from pathlib import Path
 
 from piccolo.conf.apps import AppConfig
 
+from appliance.billing.score_tables import WorkerScore, WorkerScoreRun
 from appliance.billing.tables import (
     ClosedPeriod,
     ConnectedAccount,
@@ -29,6 +30,8 @@ APP_CONFIG = AppConfig(
         StripeCustomer,
         ConnectedAccount,
         TurnCursor,
+        WorkerScore,
+        WorkerScoreRun,
     ],
     migration_dependencies=["appliance.accounts.piccolo_app"],
     commands=[],

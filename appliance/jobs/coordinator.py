@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from appliance.billing import meters as billing_meters
+from appliance.billing import scores as worker_scores
 from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.config import Settings
@@ -614,6 +615,10 @@ class Coordinator:
             await self.logs.flush()  # the whole log is there once the run shows as ended
             await self._store_end(run.run_id, state, reason, self._task_rows(run), outputs, execution.progress())
             await self._meter(run)
+            # Each worker's score from what it completed and whether it stayed (never raises).
+            await worker_scores.run_finished(
+                self.fleet, run.run_id, state, reason, execution.history, run.accounts, run.excluded
+            )
         finally:
             self.logs.forget(run.run_id)
             self.wake.set()

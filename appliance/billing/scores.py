@@ -1,0 +1,324 @@
+"""Worker scores: how reliably each browser (worker id) has worked, recent runs counting most.
+
+Every run that ends gives each worker that held one of its ranks points (``points``):
+
+    points = min(tasks done, 10) - 5 × (disconnects + timeouts)
+
+- *tasks done*: the worker's task attempts that completed (capped per run, so one large run does
+  not outweigh how the worker behaved in others);
+- *disconnects*: tasks the worker was running when its socket closed (a browser closed or lost
+  its tab mid-task); a worker that leaves between tasks costs its run nothing it has to redo now;
+- *timeouts*: tasks the worker was taken off for (past its worker timeout without an emit, or a
+  bad task report), counted only when another worker then completed the same task, which shows
+  the task could finish: a task that hangs wherever it runs is the job's doing.
+
+A run that ended for a reason that is nobody's fault but the job's (``excused``) costs no one
+anything: a cancelled run, a run failed by its job code (a task threw), a stage past its stage
+timeout. Its completed tasks still count.
+
+Scores accumulate with an exponential decay in time, so recent behaviour counts most:
+
+    score(t) = Σ over the worker's runs of points(run) × 2^(-(t - end of run) / 7 days)
+
+stored as the value at the last update (``WorkerScore.score`` at ``updated_at``) and decayed on
+read (``decayed``): a run's points weigh half after a week, a quarter after two. A new worker
+starts at 0, above one that keeps disconnecting and below one that keeps completing tasks.
+
+In memory, ``Worker.score`` of every connected worker (what ``jobs.selection.ranked`` sorts by,
+highest first) holds its score decayed to one common instant: whenever one worker's score
+changes (it joins, a run ends) all of them are decayed to now first, so comparing them is
+comparing their scores now (decay scales every score by the same factor between updates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+import msgspec
+
+from appliance.billing.score_tables import WorkerScore, WorkerScoreRun
+from appliance.clock import now
+from appliance.fleet.registry import Fleet, Worker
+
+log = logging.getLogger(__name__)
+
+HALF_LIFE = dt.timedelta(days=7)
+DONE_CAP = 10
+FAULT_PENALTY = 5.0
+
+# The error jobs.execution.RunExecution.lose_worker gives the attempt its lost worker was running
+# (other lost attempts, e.g. a consumer whose input went with that worker, are not that worker's).
+LOST_ITS_TASK = "the worker disconnected"
+# How the coordinator words the reasons of runs that end by the job's own doing.
+_JOB_CODE_FAILED = re.compile(r"^(the input function|stage \d+ \([a-z]+\)) on rank \d+ of group [A-Z] failed: ")
+_STAGE_TIMEOUT = re.compile(r"^(the input function|stage \d+ \([a-z]+\)) of group [A-Z] exceeded its timeout of ")
+
+
+class AttemptLike(Protocol):
+    """A finished task attempt (jobs.execution.Attempt): who ran which task and how it ended."""
+
+    group: str
+    stage: int
+    rank: int
+    worker_id: str
+    state: str  # done | failed | lost | cancelled
+    error: str
+
+
+class WorkerRun(msgspec.Struct, frozen=True):
+    """What one run gave one worker."""
+
+    worker_id: str
+    account: int | None
+    tasks_done: int
+    disconnects: int
+    timeouts: int
+    excused: bool
+
+    @property
+    def points(self) -> float:
+        return points(self.tasks_done, self.disconnects, self.timeouts, excused=self.excused)
+
+
+class ScoreInfo(msgspec.Struct, frozen=True):
+    worker_id: str
+    account: int
+    score: float  # decayed to the time it was read
+    runs: int
+    tasks_done: int
+    disconnects: int
+    timeouts: int
+    updated_at: dt.datetime
+
+
+def points(tasks_done: int, disconnects: int, timeouts: int, *, excused: bool = False) -> float:
+    faults = 0 if excused else disconnects + timeouts
+    return float(min(tasks_done, DONE_CAP)) - FAULT_PENALTY * faults
+
+
+def decay_factor(elapsed: dt.timedelta) -> float:
+    seconds = max(elapsed.total_seconds(), 0.0)
+    return 2.0 ** (-seconds / HALF_LIFE.total_seconds())
+
+
+def _aware(at: dt.datetime) -> dt.datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
+
+
+def decayed(score: float, since: dt.datetime, at: dt.datetime) -> float:
+    """A score stored at ``since``, as it stands at ``at``."""
+    return score * decay_factor(_aware(at) - _aware(since))
+
+
+def excused(state: str, reason: str) -> bool:
+    """The run ended by the job's own doing (or its coordinator's): nobody's faults count."""
+    if state == "cancelled":
+        return True
+    return state == "failed" and bool(_JOB_CODE_FAILED.match(reason) or _STAGE_TIMEOUT.match(reason))
+
+
+def tally(
+    history: Iterable[AttemptLike],
+    accounts: Mapping[str, int],
+    taken_off: Iterable[str],
+    *,
+    state: str,
+    reason: str,
+) -> list[WorkerRun]:
+    """Each participating worker's tasks done, disconnects and timeouts in a run that ended.
+
+    ``accounts``: worker id -> account of every worker that held a rank; ``taken_off``: the workers
+    the coordinator sent away from the run (worker timeout or a bad report)."""
+    attempts = list(history)
+    taken_off = set(taken_off)
+    is_excused = excused(state, reason)
+    done: Counter[str] = Counter()
+    finished_by: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+    for a in attempts:
+        if a.state == "done" and a.worker_id:
+            done[a.worker_id] += 1
+            finished_by[(a.group, a.stage, a.rank)].add(a.worker_id)
+    disconnects: Counter[str] = Counter()
+    timeouts: Counter[str] = Counter()
+    for a in attempts:
+        if a.state != "lost" or a.error != LOST_ITS_TASK or not a.worker_id:
+            continue
+        if a.worker_id not in taken_off:
+            disconnects[a.worker_id] += 1
+        elif finished_by[(a.group, a.stage, a.rank)] - {a.worker_id}:
+            timeouts[a.worker_id] += 1
+    workers = dict.fromkeys([*accounts, *(a.worker_id for a in attempts if a.worker_id)])
+    return [WorkerRun(w, accounts.get(w), done[w], disconnects[w], timeouts[w], is_excused) for w in sorted(workers)]
+
+
+# ------------------------------------------------------------------ persistence
+
+
+async def record_run(run_id: int, runs: list[WorkerRun], at: dt.datetime | None = None) -> dict[str, float]:
+    """Add a run's points to its workers' scores, once per (run, worker). Returns the new scores at ``at``."""
+    at = at or now()
+    updated: dict[str, float] = {}
+    async with WorkerScore._meta.db.transaction():
+        for r in runs:
+            if r.account is None:
+                continue  # an attempt of a worker the coordinator never bound to a rank: nothing to credit
+            inserted = (
+                await WorkerScoreRun.insert(
+                    WorkerScoreRun(
+                        slot=f"{run_id}:{r.worker_id}",
+                        run=run_id,
+                        worker_id=r.worker_id,
+                        account=r.account,
+                        tasks_done=r.tasks_done,
+                        disconnects=r.disconnects,
+                        timeouts=r.timeouts,
+                        excused=r.excused,
+                        points=r.points,
+                        at=at,
+                    )
+                )
+                .on_conflict(target=WorkerScoreRun.slot, action="DO NOTHING")
+                .returning(WorkerScoreRun.id)
+            )
+            if not inserted:
+                continue  # this run was scored already
+            charged_disconnects = 0 if r.excused else r.disconnects
+            charged_timeouts = 0 if r.excused else r.timeouts
+            row = await WorkerScore.select().where(WorkerScore.worker_id == r.worker_id).first()
+            if row is None:
+                score = r.points
+                await WorkerScore.insert(
+                    WorkerScore(
+                        worker_id=r.worker_id,
+                        account=r.account,
+                        score=score,
+                        runs=1,
+                        tasks_done=r.tasks_done,
+                        disconnects=charged_disconnects,
+                        timeouts=charged_timeouts,
+                        updated_at=at,
+                    )
+                )
+            else:
+                score = decayed(row["score"], row["updated_at"], at) + r.points
+                await WorkerScore.update(
+                    {
+                        WorkerScore.account: r.account,
+                        WorkerScore.score: score,
+                        WorkerScore.runs: row["runs"] + 1,
+                        WorkerScore.tasks_done: row["tasks_done"] + r.tasks_done,
+                        WorkerScore.disconnects: row["disconnects"] + charged_disconnects,
+                        WorkerScore.timeouts: row["timeouts"] + charged_timeouts,
+                        WorkerScore.updated_at: at,
+                    }
+                ).where(WorkerScore.id == row["id"])
+            updated[r.worker_id] = score
+    return updated
+
+
+def _info(row: dict, at: dt.datetime) -> ScoreInfo:
+    return ScoreInfo(
+        row["worker_id"],
+        row["account"],
+        decayed(row["score"], row["updated_at"], at),
+        row["runs"],
+        row["tasks_done"],
+        row["disconnects"],
+        row["timeouts"],
+        _aware(row["updated_at"]),
+    )
+
+
+async def score_of(worker_id: str, at: dt.datetime | None = None) -> float:
+    """A worker's score now (0 for a worker that never took part in a run)."""
+    row = await WorkerScore.select().where(WorkerScore.worker_id == worker_id).first()
+    return 0.0 if row is None else decayed(row["score"], row["updated_at"], at or now())
+
+
+async def scores(account: int | None = None, at: dt.datetime | None = None) -> list[ScoreInfo]:
+    """Known workers' scores now (of one account, or everyone's), highest first."""
+    query = WorkerScore.select()
+    if account is not None:
+        query = query.where(WorkerScore.account == account)
+    at = at or now()
+    return sorted((_info(r, at) for r in await query), key=lambda s: (-s.score, s.worker_id))
+
+
+# ------------------------------------------------------------------ the connected workers' scores in memory
+
+# Worker id -> the instant its in-memory Worker.score is decayed to.
+_as_of: dict[str, dt.datetime] = {}
+
+
+def _align(fleet: Fleet, at: dt.datetime) -> None:
+    """Decay every connected worker's in-memory score to ``at`` (one instant for all: comparable)."""
+    for worker in fleet.workers.values():
+        since = _as_of.get(worker.worker_id)
+        if since is not None and since < at:
+            worker.score = decayed(worker.score, since, at)
+            _as_of[worker.worker_id] = at
+
+
+def _set(fleet: Fleet, worker: Worker, score: float, at: dt.datetime) -> None:
+    """A worker's score as of ``at``, into memory beside the others (all decayed to now)."""
+    instant = max(now(), at)
+    _align(fleet, instant)
+    worker.score = decayed(score, at, instant)
+    _as_of[worker.worker_id] = instant
+
+
+async def run_finished(
+    fleet: Fleet,
+    run_id: int,
+    state: str,
+    reason: str,
+    history: Iterable[AttemptLike],
+    accounts: Mapping[str, int],
+    taken_off: Iterable[str],
+) -> list[WorkerRun]:
+    """Score a run that ended (the jobs coordinator calls this once per run); never raises."""
+    try:
+        runs = tally(history, accounts, taken_off, state=state, reason=reason)
+        at = now()
+        updated = await record_run(run_id, runs, at)
+        for worker_id, score in updated.items():
+            worker = fleet.get(worker_id)
+            if worker is not None:
+                _set(fleet, worker, score, at)
+        return runs
+    except Exception:
+        log.exception("run %s: could not update its workers' scores", run_id)
+        return []
+
+
+class WorkerScores:
+    """A fleet listener: a worker that joins gets its persisted score in ``Worker.score``."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.background: set[asyncio.Task] = set()
+
+    def worker_joined(self, worker: Worker, blobs: list[str]) -> None:
+        task = asyncio.get_running_loop().create_task(self._load(worker))
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    def worker_left(self, worker: Worker) -> None:
+        if self.fleet.get(worker.worker_id) is None:
+            _as_of.pop(worker.worker_id, None)
+
+    async def _load(self, worker: Worker) -> None:
+        at = now()
+        try:
+            score = await score_of(worker.worker_id, at)
+        except Exception:
+            log.exception("could not load the score of worker %s", worker.worker_id)
+            return
+        if self.fleet.get(worker.worker_id) is worker:
+            _set(self.fleet, worker, score, at)

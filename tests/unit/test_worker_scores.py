@@ -1,0 +1,228 @@
+"""Worker scores: what a run gives each worker, the decay, persistence and the scores in memory.
+
+The task histories come from a real ``RunExecution`` driven as the coordinator drives it, and the
+run reasons from the coordinator's own wording, so the rules here follow what the engine records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from appliance import db
+from appliance.billing import scores
+from appliance.billing.scores import WorkerRun
+from appliance.config import load_settings
+from appliance.fleet.protocol import Capabilities
+from appliance.fleet.registry import Fleet, Worker
+from appliance.jobs.coordinator import _stage_name
+from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution
+from appliance.jobs.spec import JobSpec, StageSpec
+
+T0 = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
+WEEK = dt.timedelta(days=7)
+
+
+def spec(workers: int = 2) -> JobSpec:
+    return JobSpec(
+        stages=[StageSpec(kind=k, source="async function f(x) {}", timeout=60) for k in ("map", "reduce")],
+        worker_count=workers,
+        group_count=1,
+        input_source="async function input() { return []; }",
+    )
+
+
+def finish(run: RunExecution, task) -> None:
+    outputs = [Output(p, f"{task.id}-{p}".ljust(64, "0"), 10, 1, {task.worker_id}) for p in range(run.worker_count)]
+    run.done(task, outputs, emits=1, cpu_ms=5)
+
+
+def step(run: RunExecution) -> list:
+    ready = run.ready()
+    for task in ready:
+        run.start(task)
+        run.running(task)
+    return ready
+
+
+def by_worker(runs: list[WorkerRun]) -> dict[str, WorkerRun]:
+    return {r.worker_id: r for r in runs}
+
+
+def test_completed_tasks_raise_a_worker_and_a_disconnect_mid_task_lowers_it():
+    run = RunExecution(1, spec())
+    run.assign("A", 0, "steady")
+    run.assign("A", 1, "flaky")
+    (task,) = step(run)  # the input function, on rank 0
+    finish(run, task)
+    maps = step(run)
+    finish(run, next(t for t in maps if t.worker_id == "steady"))
+    # flaky's socket closes while it runs its map task; "spare" takes over its rank.
+    run.lose_worker("flaky")
+    run.assign("A", 1, "spare")
+    for _ in range(3):
+        for task in step(run):
+            finish(run, task)
+    assert run.finished()
+    accounts = {"steady": 7, "flaky": 8, "spare": 9}
+    got = by_worker(scores.tally(run.history, accounts, set(), state="succeeded", reason=""))
+    assert (got["steady"].tasks_done, got["steady"].disconnects) == (3, 0)
+    assert (got["flaky"].tasks_done, got["flaky"].disconnects) == (0, 1)
+    assert (got["spare"].tasks_done, got["spare"].disconnects) == (2, 0)
+    assert got["steady"].points == 3 and got["spare"].points == 2
+    assert got["flaky"].points == -scores.FAULT_PENALTY
+    assert got["flaky"].account == 8
+
+
+def test_a_consumer_whose_input_left_with_another_worker_is_not_blamed():
+    run = RunExecution(1, spec())
+    run.assign("A", 0, "a")
+    run.assign("A", 1, "b")
+    (task,) = step(run)
+    finish(run, task)
+    maps = step(run)
+    for t in maps:
+        finish(run, t)
+    # b's reduce is staging the inputs a holds when a disconnects (a is idle: no task of its own running).
+    reduces = step(run)
+    assert {t.worker_id for t in reduces} == {"a", "b"}
+    run.retry(next(t for t in reduces if t.worker_id == "a"), "cancelled")  # a's own reduce not running
+    for t in reduces:
+        if t.worker_id == "b":
+            t.state = "staging"
+    run.lose_worker("a")
+    lost = [a for a in run.history if a.state == "lost"]
+    assert lost and all(a.worker_id == "b" for a in lost)
+    got = by_worker(scores.tally(run.history, {"a": 1, "b": 2}, set(), state="succeeded", reason=""))
+    assert got["b"].disconnects == 0 and got["a"].disconnects == 0
+
+
+def test_a_worker_timeout_counts_only_when_another_worker_then_completed_the_task():
+    run = RunExecution(1, spec())
+    run.assign("A", 0, "slow")
+    run.assign("A", 1, "ok")
+    (task,) = step(run)
+    finish(run, task)
+    maps = step(run)
+    finish(run, next(t for t in maps if t.worker_id == "ok"))
+    # The coordinator takes "slow" off the run (past its worker timeout) and "spare" completes the task.
+    run.lose_worker("slow")
+    run.assign("A", 0, "spare")
+    for _ in range(3):
+        for t in step(run):
+            finish(run, t)
+    assert run.finished()
+    got = by_worker(scores.tally(run.history, {"slow": 1, "ok": 2, "spare": 3}, {"slow"}, state="succeeded", reason=""))
+    assert (got["slow"].timeouts, got["slow"].disconnects) == (1, 0)
+    assert got["slow"].points == 1 - scores.FAULT_PENALTY  # its input task counts
+
+    # A task that hangs wherever it runs: both workers taken off, nobody completed it, nobody blamed.
+    run = RunExecution(2, spec(workers=1))
+    run.assign("A", 0, "first")
+    (task,) = step(run)
+    run.lose_worker("first")
+    run.assign("A", 0, "second")
+    (task,) = step(run)
+    run.lose_worker("second")
+    reason = "rank 0 of group A lost its worker and no eligible worker became free within 30 s"
+    both = {"first": 1, "second": 1}
+    got = by_worker(scores.tally(run.history, both, {"first", "second"}, state="failed", reason=reason))
+    assert got["first"].timeouts == got["second"].timeouts == 0
+
+
+def test_runs_ended_by_the_job_excuse_everyone():
+    run = RunExecution(1, spec())
+    where = f"{_stage_name(run, 1)} on rank 0 of group A"
+    assert scores.excused("failed", f"{where} failed: TypeError: x is not iterable")
+    assert scores.excused("failed", f"{_stage_name(run, INPUT_STAGE)} on rank 0 of group A failed: boom")
+    assert scores.excused("failed", f"{_stage_name(run, 1)} of group B exceeded its timeout of 2 s")
+    assert scores.excused("cancelled", "cancelled by its coordinator")
+    assert not scores.excused("succeeded", "")
+    no_worker = "rank 1 of group A lost its worker and no eligible worker became free within 30 s"
+    assert not scores.excused("failed", no_worker)
+    assert not scores.excused("failed", "inputs could not be moved between workers: blob x could not be copied")
+
+    run.assign("A", 0, "a")
+    run.assign("A", 1, "b")
+    (task,) = step(run)
+    finish(run, task)
+    step(run)
+    run.lose_worker("b")  # mid-task; then the job's code fails the run
+    got = by_worker(scores.tally(run.history, {"a": 1, "b": 2}, set(), state="failed", reason=f"{where} failed: x"))
+    assert got["b"].disconnects == 1 and got["b"].excused and got["b"].points == 0
+    assert got["a"].points == 1  # completed work still counts
+
+
+def test_points_are_capped_per_run_and_decay_halves_a_week_later():
+    assert scores.points(3, 0, 0) == 3
+    assert scores.points(500, 0, 0) == scores.DONE_CAP
+    assert scores.points(2, 1, 1) == 2 - 2 * scores.FAULT_PENALTY
+    assert scores.points(2, 1, 1, excused=True) == 2
+    assert scores.decayed(8.0, T0, T0 + WEEK) == pytest.approx(4.0)
+    assert scores.decayed(8.0, T0, T0 + 2 * WEEK) == pytest.approx(2.0)
+    assert scores.decayed(-8.0, T0, T0 + WEEK) == pytest.approx(-4.0)
+    assert scores.decayed(8.0, T0, T0) == 8.0
+
+
+@pytest.fixture
+async def store(tmp_path):
+    settings = load_settings({"data_dir": str(tmp_path / "data")}, environ={})
+    db.configure(settings)
+    await db.migrate()
+    yield settings
+
+
+async def test_scores_accumulate_with_decay_once_per_run(store):
+    good = WorkerRun("w-good", 5, tasks_done=4, disconnects=0, timeouts=0, excused=False)
+    bad = WorkerRun("w-bad", 6, tasks_done=1, disconnects=1, timeouts=0, excused=False)
+    assert await scores.record_run(1, [good, bad], T0) == {"w-good": 4.0, "w-bad": -4.0}
+    # The same run again (a retry of the hook) changes nothing.
+    assert await scores.record_run(1, [good, bad], T0 + WEEK) == {}
+    # A week later the first run weighs half: 4/2 + 4 = 6.
+    assert await scores.record_run(2, [good], T0 + WEEK) == {"w-good": pytest.approx(6.0)}
+    assert await scores.score_of("w-good", T0 + 2 * WEEK) == pytest.approx(3.0)
+    assert await scores.score_of("w-bad", T0 + WEEK) == pytest.approx(-2.0)
+    assert await scores.score_of("never-seen") == 0.0
+    mine = await scores.scores(5, at=T0 + WEEK)
+    assert [(s.worker_id, s.runs, s.tasks_done, s.disconnects) for s in mine] == [("w-good", 2, 8, 0)]
+    everyone = await scores.scores(at=T0 + WEEK)
+    assert [s.worker_id for s in everyone] == ["w-good", "w-bad"]
+    # Faults in an excused run are not charged.
+    excused = WorkerRun("w-bad", 6, tasks_done=0, disconnects=3, timeouts=0, excused=True)
+    await scores.record_run(3, [excused], T0 + WEEK)
+    (info,) = await scores.scores(6, at=T0 + WEEK)
+    assert info.disconnects == 1 and info.runs == 2 and info.score == pytest.approx(-2.0)
+
+
+def worker(worker_id: str, account: int = 1) -> Worker:
+    async def nothing(*args) -> None:
+        return None
+
+    return Worker(worker_id, account, f"{account}@example.com", Capabilities(), "127.0.0.1", nothing, nothing)
+
+
+async def test_connected_workers_get_their_scores_and_stay_comparable(store):
+    await scores.record_run(1, [WorkerRun("old", 1, 10, 0, 0, False)], scores.now() - 2 * WEEK)
+    fleet = Fleet()
+    listener = scores.WorkerScores(fleet)
+    fleet.listeners.append(listener)
+    old, new = worker("old"), worker("new")
+    for w in (old, new):
+        fleet.add(w)
+        fleet.notify("worker_joined", w, [])
+    for task in list(listener.background):
+        await task
+    assert old.score == pytest.approx(2.5, rel=1e-3)  # 10 two weeks ago
+    assert new.score == 0.0
+    history = [
+        type("A", (), {"group": "A", "stage": 0, "rank": 0, "worker_id": "new", "state": "done", "error": ""})()
+        for _ in range(3)
+    ]
+    runs = await scores.run_finished(fleet, 7, "succeeded", "", history, {"new": 1, "old": 1}, set())
+    assert {r.worker_id: r.points for r in runs} == {"new": 3.0, "old": 0.0}
+    assert new.score == pytest.approx(3.0, rel=1e-3) and old.score == pytest.approx(2.5, rel=1e-3)
+    assert scores._as_of["new"] == scores._as_of["old"]  # both decayed to one instant
+    fleet.remove(old)
+    fleet.notify("worker_left", old)
+    assert "old" not in scores._as_of
