@@ -36,6 +36,7 @@ from appliance.accounts.auth import (
 from appliance.billing import context as billing_context
 from appliance.billing import housekeeping as billing_housekeeping
 from appliance.billing import routes as billing_routes
+from appliance.billing import ui_routes as billing_ui_routes
 from appliance.billing.meters import TransferMeter
 from appliance.billing.scores import WorkerScores
 from appliance.cloud import routes as cloud_routes
@@ -87,6 +88,7 @@ ROUTE_HANDLERS = [
     *jobs_sandbox_routes.ROUTES,
     *jobs_ui_routes.ROUTES,
     *billing_routes.ROUTES,
+    *billing_ui_routes.ROUTES,
 ]
 
 

@@ -24,7 +24,8 @@ NAV = (
     NavItem("Storage", "/ui/storage", COORDINATORS),
     NavItem("Cloud Data", "/ui/cloud", COORDINATORS),
     NavItem("Billing", "/ui/billing", COORDINATORS),
-    NavItem("Payments", "/ui/payments", ALL),
+    # Worker accounts are paid; a coordinator whose browsers earned reaches it from Billing.
+    NavItem("Payments", "/ui/payments", frozenset({"admin", "worker"})),
     NavItem("Admin", "/ui/admin", frozenset({"admin"})),
 )
 

@@ -41,6 +41,11 @@ def only_coordinators(status: int) -> dict[str, int]:
     return {**COORDINATORS, "coordinator": status, "admin": status}
 
 
+def users(status: int) -> dict[str, int]:
+    """Any signed-in account gets ``status``; anonymous and enrolled browsers are sent to sign in."""
+    return {**SIGNED_IN, "worker": status, "coordinator": status, "admin": status}
+
+
 # The API answers 401 to callers without a token (an enrolled browser has only its cookie).
 API_USERS = {**SIGNED_IN, "anon": 401, "enrolled": 401}
 
@@ -260,6 +265,40 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     # Stripe's webhook: public, trusted only by its signature (tests/integration/test_billing_cli_webhook.py);
     # this appliance has no webhook secret, so it answers 503 to everyone and reads nothing.
     ("POST", "/billing/stripe/webhook"): ("/billing/stripe/webhook", {}, everyone(503)),
+    # Billing pages (billing/ui_routes.py; tests/integration/test_billing_pages.py covers them with data).
+    # A statement that is not the caller's (here: none exists) is 404 for everyone allowed in.
+    ("GET", "/ui/statements/{statement_id:int}"): ("/ui/statements/999999", {}, users(404)),
+    ("GET", "/ui/statements/{statement_id:int}/statement.html"): (
+        "/ui/statements/999999/statement.html",
+        {},
+        users(404),
+    ),
+    ("GET", "/ui/statements/{statement_id:int}/statement.csv"): (
+        "/ui/statements/999999/statement.csv",
+        {},
+        users(404),
+    ),
+    # Stripe is not configured here: onboarding sends everyone back to Payments, which says so.
+    ("POST", "/ui/payments/onboard"): ("/ui/payments/onboard", {}, users(303)),
+    ("GET", "/ui/payments/onboarding/return"): ("/ui/payments/onboarding/return", {}, users(303)),
+    ("GET", "/ui/payments/onboarding/refresh"): (
+        "/ui/payments/onboarding/refresh",
+        {},
+        users(303),
+    ),
+    ("GET", "/ui/admin/billing"): ("/ui/admin/billing", {}, ADMINS),
+    ("POST", "/ui/admin/billing/prices"): ("/ui/admin/billing/prices", {"resource": "cpu_ms"}, only_admin(400)),
+    ("POST", "/ui/admin/billing/invoices/{invoice_id:int}/retry"): (
+        "/ui/admin/billing/invoices/999999/retry",
+        {},
+        only_admin(303),
+    ),
+    ("POST", "/ui/admin/billing/payouts/{payout_id:int}/retry"): (
+        "/ui/admin/billing/payouts/999999/retry",
+        {},
+        only_admin(303),
+    ),
+    ("GET", "/ui/admin/billing/statements.csv"): ("/ui/admin/billing/statements.csv", {}, ADMINS),
 }
 
 
