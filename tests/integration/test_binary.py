@@ -168,6 +168,20 @@ def test_migrate_on_a_fresh_data_dir(binary, tmp_path):
     assert (tmp_path / "fresh" / "peermr.sqlite3").is_file()
 
 
+def test_saving_a_job_extracts_its_spec_inside_the_binary(server):
+    """The job SDK's recording engine (V8 through mini-racer) ships in the binary and works there."""
+    email = re.search(r"Admin account: (\S+)", server.stdout()).group(1)
+    created = _run("token", "create", email, "--data-dir", str(server.data_dir))
+    assert created.returncode == 0, created.stderr
+    api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {created.stdout.split()[-1]}"})
+    script = (ROOT / "docs" / "examples" / "charcount.js").read_text()
+    job = api.post("/api/v1/jobs", json={"name": "charcount", "script": script}, timeout=30)
+    assert job.status_code == 201, job.text
+    assert [s["kind"] for s in job.json()["spec"]["stages"]] == ["map", "reduce", "map", "reduce"]
+    broken = api.post("/api/v1/jobs", json={"name": "broken", "script": "new JobExecution('pmrfs');\n)"}, timeout=30)
+    assert broken.status_code == 400 and broken.json()["extra"]["line"] == 2
+
+
 def test_stops_on_sigterm_without_tracebacks(server):
     server.proc.send_signal(signal.SIGTERM)
     try:
