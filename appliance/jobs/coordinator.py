@@ -356,6 +356,9 @@ class Coordinator:
 
     # ------------------------------------------------------------ running a task
 
+    def _missing_inputs(self, run: Active, task: Task) -> bool:
+        return any(task.worker_id not in o.holders for o in run.execution.inputs(task))
+
     async def _launch(self, run: Active, task: Task) -> None:
         attempt = task.attempt
         worker = self.fleet.get(task.worker_id or "")
@@ -363,7 +366,7 @@ class Coordinator:
             return
         inputs = run.execution.inputs(task)
         if run.storage is None:
-            error = await self._stage(run, worker, inputs)
+            error = await self._stage(run, worker, inputs) if self._missing_inputs(run, task) else ""
             if task.attempt != attempt or task.state != "staging":
                 return  # lost meanwhile; it was rescheduled
             if error:

@@ -43,7 +43,7 @@ class Output:
     holders: set[str] = field(default_factory=set)
 
 
-@dataclass
+@dataclass(eq=False)  # tasks are compared (and kept in sets) by identity
 class Task:
     run_id: int
     group: str
@@ -94,6 +94,34 @@ class Group:
         for stage in range(len(run.spec.stages)):
             for rank in range(run.worker_count):
                 self.tasks[(stage, rank)] = Task(run.run_id, letter, stage, rank)
+        # Each rank's tasks in stage order. A rank's task can only become ready once the rank's
+        # previous task is done (every producer set includes the same rank, or the input on rank 0),
+        # so the first task not done is the only one that may start: cursor[rank] points at it.
+        self.by_rank: list[list[Task]] = [
+            sorted((t for t in self.tasks.values() if t.rank == rank), key=lambda t: t.stage)
+            for rank in range(run.worker_count)
+        ]
+        self.cursor: list[int] = [0] * run.worker_count
+        self.stage_size = {stage: 1 if stage == INPUT_STAGE else run.worker_count for stage, _ in self.tasks}
+        self.stage_done: dict[int, int] = dict.fromkeys(self.stage_size, 0)
+        # Started stages with tasks not done yet (the ones a stage timeout can still hit).
+        self.open_stages: set[int] = set()
+
+    def first_not_done(self, rank: int) -> Task | None:
+        tasks, index = self.by_rank[rank], self.cursor[rank]
+        while index < len(tasks) and tasks[index].state == "done":
+            index += 1
+        self.cursor[rank] = index
+        return tasks[index] if index < len(tasks) else None
+
+    def count_done(self, task: Task, delta: int) -> None:
+        self.stage_done[task.stage] += delta
+        if delta < 0:
+            self.cursor[task.rank] = min(self.cursor[task.rank], self.by_rank[task.rank].index(task))
+        if self.stage_done[task.stage] == self.stage_size[task.stage]:
+            self.open_stages.discard(task.stage)
+        elif task.stage in self.stage_started:
+            self.open_stages.add(task.stage)
 
 
 class RunExecution:
@@ -106,6 +134,9 @@ class RunExecution:
         self.cloud = cloud
         self.groups = {letter: Group(self, letter) for letter in GROUP_LETTERS[: spec.group_count]}
         self.history: list[Attempt] = []
+        # Indexes kept by the state changes below, so a scheduling round costs O(ranks), not O(tasks).
+        self.active: set[Task] = set()  # staging or running
+        self.final_left = spec.group_count * spec.worker_count
 
     # ------------------------------------------------------------ shape
 
@@ -156,7 +187,7 @@ class RunExecution:
         return None
 
     def busy(self, worker_id: str) -> bool:
-        return any(t.worker_id == worker_id and t.state in ("staging", "running") for t in self.all_tasks())
+        return any(t.worker_id == worker_id for t in self.active)
 
     # ------------------------------------------------------------ what can run
 
@@ -177,18 +208,29 @@ class RunExecution:
         return [o for p in self.producers(task) for o in p.outputs if o.partition == task.rank]
 
     def ready(self) -> list[Task]:
-        """Waiting tasks whose inputs are complete and whose rank's worker is free, earliest stage first."""
+        """Waiting tasks whose inputs are complete and whose rank's worker is free."""
         found = []
-        occupied = {t.worker_id for t in self.all_tasks() if t.state in ("staging", "running")}
+        occupied = {t.worker_id for t in self.active}
         for group in self.groups.values():
-            for (_, rank), task in sorted(group.tasks.items()):
-                worker = group.ranks[rank]
-                if task.state != "waiting" or worker is None or worker in occupied:
+            for rank, worker in enumerate(group.ranks):
+                if worker is None or worker in occupied:
                     continue
-                if all(p.state == "done" for p in self.producers(task)):
+                task = group.first_not_done(rank)
+                if task is None or task.state != "waiting":
+                    continue
+                if self._inputs_complete(group, task):
                     found.append(task)
-                    occupied.add(worker)
         return found
+
+    def _inputs_complete(self, group: Group, task: Task) -> bool:
+        """Every producer done (as ``producers()`` would say, without building the list)."""
+        if task.stage == INPUT_STAGE:
+            return True
+        if task.stage == 0:
+            return group.tasks[(INPUT_STAGE, 0)].state == "done"
+        if self.partitioning(task.stage - 1) == "hash":
+            return group.stage_done[task.stage - 1] == self.worker_count
+        return group.tasks[(task.stage - 1, task.rank)].state == "done"
 
     def start(self, task: Task, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -197,13 +239,21 @@ class RunExecution:
         task.started = task.last_activity = now
         task.emits = task.bytes = task.cpu_ms = 0
         task.outputs = []
-        self.groups[task.group].stage_started.setdefault(task.stage, now)
+        self.active.add(task)
+        group = self.groups[task.group]
+        if task.stage not in group.stage_started:
+            group.stage_started[task.stage] = now
+            group.open_stages.add(task.stage)
 
     def running(self, task: Task) -> None:
         task.state = "running"
 
     def done(self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None) -> None:
+        self.active.discard(task)
         task.state = "done"
+        self.groups[task.group].count_done(task, +1)
+        if task.stage == self.last_stage:
+            self.final_left -= 1
         task.finished = time.monotonic() if now is None else now
         task.outputs = outputs
         task.emits = emits
@@ -216,6 +266,11 @@ class RunExecution:
         if task.state in ("staging", "running"):
             task.finished = time.monotonic() if now is None else now
             self._record(task, state, error)
+        elif task.state == "done":
+            self.groups[task.group].count_done(task, -1)
+            if task.stage == self.last_stage:
+                self.final_left += 1
+        self.active.discard(task)
         task.state = "waiting"
         task.attempt += 1
         task.worker_id = None
@@ -297,17 +352,16 @@ class RunExecution:
         """A (group, stage) whose tasks have not all finished within the stage's timeout."""
         now = time.monotonic() if now is None else now
         for group in self.groups.values():
-            for stage, started in group.stage_started.items():
+            for stage in group.open_stages:
                 timeout = 3600 if stage == INPUT_STAGE else self.spec.stages[stage].timeout
-                tasks = [t for (s, _), t in group.tasks.items() if s == stage]
-                if now - started > timeout and any(t.state != "done" for t in tasks):
+                if now - group.stage_started[stage] > timeout:
                     return group.letter, stage
         return None
 
     def idle_too_long(self, now: float | None = None) -> list[Task]:
         """Running tasks past their worker timeout (no emit and no progress for that long)."""
         now = time.monotonic() if now is None else now
-        return [t for t in self.all_tasks() if t.state == "running" and now - t.last_activity > t.worker_timeout]
+        return [t for t in self.active if t.state == "running" and now - t.last_activity > t.worker_timeout]
 
     # ------------------------------------------------------------ progress
 
