@@ -383,18 +383,25 @@ class RunExecution:
         """Per group and stage: tasks done/running/total, emits and bytes (the run page's bars)."""
         rows = []
         for group in self.groups.values():
-            for stage in range(INPUT_STAGE, self.last_stage + 1):
-                tasks = [t for (s, _), t in group.tasks.items() if s == stage]
-                rows.append(
-                    {
-                        "group": group.letter,
-                        "stage": stage,
-                        "kind": self.kind(stage),
-                        "total": len(tasks),
-                        "done": sum(t.state == "done" for t in tasks),
-                        "running": sum(t.state in ("staging", "running") for t in tasks),
-                        "emits": sum(t.emits for t in tasks),
-                        "bytes": sum(t.bytes for t in tasks),
-                    }
-                )
+            per_stage = {
+                stage: {
+                    "group": group.letter,
+                    "stage": stage,
+                    "kind": self.kind(stage),
+                    "total": 0,
+                    "done": 0,
+                    "running": 0,
+                    "emits": 0,
+                    "bytes": 0,
+                }
+                for stage in range(INPUT_STAGE, self.last_stage + 1)
+            }
+            for (stage, _), task in group.tasks.items():
+                row = per_stage[stage]
+                row["total"] += 1
+                row["done"] += task.state == "done"
+                row["running"] += task.state in ("staging", "running")
+                row["emits"] += task.emits
+                row["bytes"] += task.bytes
+            rows.extend(per_stage.values())
         return rows
