@@ -66,6 +66,7 @@ from appliance.web import ops, pages
 from appliance.web.errors import EXCEPTION_HANDLERS
 from appliance.web.formatting import register_filters
 from appliance.web.security_headers import SecurityHeadersMiddleware
+from appliance.web.static_cache import StaticCacheMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ def create_app(settings: Settings) -> Litestar:
         middleware=[
             ops.RequestMetricsMiddleware(),
             SecurityHeadersMiddleware(),
+            StaticCacheMiddleware(),
             AuthenticationMiddleware(idle=dt.timedelta(hours=settings.session_hours)),
         ],
         csrf_config=CSRFConfig(

@@ -42,7 +42,8 @@ def sandbox_script(run: Active) -> str:
 @get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
 async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
     coordinator = request.app.state.coordinator
-    # Only while the run runs, and only to browsers of an account holding one of its ranks.
+    # Only while the run runs, and only to browsers of an account holding one of its ranks. A run's
+    # script never changes, so that browser keeps it for the run's next tasks (private: not in shared caches).
     if not coordinator.allows_sandbox(run_id, request.user.user_id):
         raise NotFoundException("No such run for this worker.")
     run = coordinator.live(run_id)
@@ -54,7 +55,7 @@ async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
     return Response(
         sandbox_script(run),
         media_type="text/javascript",
-        headers={"content-security-policy": csp, "cache-control": "private, no-store"},
+        headers={"content-security-policy": csp, "cache-control": "private, max-age=86400"},
     )
 
 
