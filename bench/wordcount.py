@@ -1,0 +1,406 @@
+"""Word count end to end on four Chromium workers, against Spark local[2] and one Python process.
+
+A generated corpus (words of a fixed vocabulary drawn with a Zipf-like distribution, in 16
+files) is served by a local HTTP server with CORS, on an origin the appliance allows
+(PEERMR_FETCH_ORIGINS). Four worker tabs (one Chromium, a context each) run
+docs/examples/wordcount.js with its URLs pointed at the corpus. Measured: from saving the job
+(POST /jobs) to the output downloaded and parsed (GET /runs/{id}/output), and the run's phases
+from its task history. References in the same run, on the same files from disk: PySpark with
+master local[2] (textFile -> flatMap -> reduceByKey -> collect), timed with and without
+starting the SparkSession, and collections.Counter in one Python process. All three answers
+must be equal. Target: faster than Spark end to end.
+
+For comparison (not the target), the same job once more with its map counting its words in a
+Map before emitting them, as Spark's reduceByKey combines on the map side before its shuffle.
+The appliance runs with replication factor 1, so what the first run keeps is not copied between
+the tabs while the second runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from operator import add
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.support import ADMIN_EMAIL, Appliance, free_port  # noqa: E402
+
+FILES = 16
+WORKERS = 4
+VOCABULARY = 20_000
+WORDS_PER_LINE = 12
+
+
+def idle_share(seconds: float = 1.0) -> float:
+    """The share of the machine's CPU time that was idle over the next `seconds` (/proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)
+
+    idle, total = sample()
+    time.sleep(seconds)
+    idle2, total2 = sample()
+    return (idle2 - idle) / max(1, total2 - total)
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    words: dict[str, None] = {}
+    while len(words) < VOCABULARY:
+        words["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 11)))] = None
+    return list(words)
+
+
+def corpus(total_bytes: int, seed: int = 20240601) -> list[bytes]:
+    """FILES texts of about total_bytes together; word of rank k drawn with weight 1/k."""
+    rng = random.Random(seed)
+    words = vocabulary(rng)
+    cumulative, running = [], 0.0
+    for k in range(1, len(words) + 1):
+        running += 1 / k
+        cumulative.append(running)
+    mean_length = sum(len(w) / k for k, w in enumerate(words, 1)) / running + 1
+    per_file = int(total_bytes / FILES / mean_length)
+    texts = []
+    for _ in range(FILES):
+        drawn = rng.choices(words, cum_weights=cumulative, k=per_file)
+        lines = (" ".join(drawn[i : i + WORDS_PER_LINE]) for i in range(0, len(drawn), WORDS_PER_LINE))
+        texts.append(("\n".join(lines) + "\n").encode())
+    return texts
+
+
+class CorpusServer(ThreadingHTTPServer):
+    """The corpus over HTTP with CORS, as a data server an admin allowed would serve it."""
+
+    daemon_threads = True
+
+    def __init__(self, files: dict[str, bytes]):
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(handler):  # noqa: N805
+                body = files.get(handler.path)
+                handler.send_response(200 if body is not None else 404)
+                handler.send_header("Access-Control-Allow-Origin", "*")
+                handler.send_header("Content-Type", "text/plain; charset=utf-8")
+                handler.send_header("Content-Length", str(len(body or b"")))
+                handler.end_headers()
+                handler.wfile.write(body or b"")
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", free_port()), Handler)
+        self.origin = f"http://127.0.0.1:{self.server_address[1]}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+# The worker pages' WebSocket messages that mark the phases of a task, timestamped in the page
+# (this only watches the socket: what the page sends and receives is unchanged).
+WATCH_SOCKET = """(() => {
+  const frames = window.__benchFrames = [];
+  const watched = new Set(['task-assign', 'task-done', 'task-failed', 'blob-receive', 'blob-send', 'blob-stored',
+    'blob-failed']);
+  const note = (direction, data) => {
+    if (typeof data !== 'string' || !/"type":"(task-assign|task-done|task-failed|blob-)/.test(data)) return;
+    const m = JSON.parse(data);
+    if (!watched.has(m.type)) return;
+    frames.push([Date.now(), direction, m.type, m.kind || '', m.taskId || m.transferId || '', m.size || 0]);
+  };
+  const Native = window.WebSocket;
+  const send = Native.prototype.send;
+  Native.prototype.send = function (data) { note('out', data); return send.call(this, data); };
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', event => note('in', event.data));
+    }
+  };
+})();"""
+
+
+def job_script(urls: list[str]) -> str:
+    script = (ROOT / "docs" / "examples" / "wordcount.js").read_text()
+    listed = "\n".join(f"    '{url}'," for url in urls)
+    script, replaced = re.subn(r"return \[\n(?:\s+'[^']+',\n)+\s+\];", f"return [\n{listed}\n  ];", script)
+    assert replaced == 1, "the example's URL list was not found"
+    return script.replace("execution.workerCount = 4;", f"execution.workerCount = {WORKERS};")
+
+
+def when(value) -> float:
+    """An ISO timestamp (API or SQLite) as seconds since the epoch."""
+    stamp = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def combining(script: str) -> str:
+    """The same job with the map counting its words before it emits (what Spark's reduceByKey does)."""
+    for old, new in (
+        ("for await (const kv of x) {", "const counts = new Map();\n  for await (const kv of x) {"),
+        ("if (word) context.emit(word, 1);", "if (word) counts.set(word, (counts.get(word) || 0) + 1);"),
+        (
+            "  await context.onComplete();\n}));\n\nexecution.addStage(new ReduceStage",
+            "  for (const [word, n] of counts) context.emit(word, n);\n"
+            "  await context.onComplete();\n}));\n\nexecution.addStage(new ReduceStage",
+        ),
+    ):
+        assert script.count(old) == 1, f"not in the example: {old}"
+        script = script.replace(old, new)
+    return script
+
+
+def timed_run(api: httpx.Client, name: str, script: str) -> dict:
+    """Save the job, run it, download and parse the output: the seconds that takes, and the run."""
+    started = time.perf_counter()
+    epoch_started = time.time()
+    job = api.post("/jobs", json={"name": name, "script": script})
+    job.raise_for_status()
+    run = api.post(f"/jobs/{job.json()['id']}/runs", json={})
+    run.raise_for_status()
+    run_id = run.json()["id"]
+    while (run := api.get(f"/runs/{run_id}").json())["state"] in ("queued", "running"):
+        time.sleep(0.1)
+    if run["state"] != "succeeded":
+        raise RuntimeError(f"run {run_id} {run['state']}: {run['reason']}")
+    output = api.get(f"/runs/{run_id}/output")
+    output.raise_for_status()
+    counts = dict(json.loads(line) for line in output.text.splitlines())
+    return {"seconds": time.perf_counter() - started, "counts": counts, "run": run, "epoch_started": epoch_started}
+
+
+def run_ours(tmp: Path, texts: list[bytes]) -> tuple[dict, dict]:
+    """The example as it is, then the same job with map-side counting; each with its task history."""
+    server = CorpusServer({f"/corpus/part-{i:02d}.txt": t for i, t in enumerate(texts)})
+    urls = [f"{server.origin}/corpus/part-{i:02d}.txt" for i in range(FILES)]
+    # Replication factor 1: the objects the first run keeps are not copied between the tabs during the second.
+    env = {"PEERMR_FETCH_ORIGINS": server.origin, "PEERMR_LOG_LEVEL": "warning", "PEERMR_REPLICATION_FACTOR": "1"}
+    appliance = Appliance(tmp / "data", env=env).start()
+    try:
+        token = appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
+        api = httpx.Client(
+            base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=600
+        )
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            pages = []
+            for _ in range(WORKERS):
+                page = browser.new_context().new_page()
+                page.add_init_script(WATCH_SOCKET)
+                page.goto(f"{appliance.url}/worker/start#token={token}")
+                expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
+                pages.append(page)
+            time.sleep(2)  # the connectivity probes of the new tabs are over
+            example = timed_run(api, "wordcount", job_script(urls))
+            combined = timed_run(api, "wordcount-combining", combining(job_script(urls)))
+            frames = [page.evaluate("window.__benchFrames") for page in pages]
+            browser.close()
+        for result in (example, combined):
+            result["frames"] = frames
+            result["tasks"] = appliance.query(
+                "SELECT stage, rank, state, started_at, finished_at, cpu_ms, emits, bytes_out "
+                f"FROM jobs_task WHERE run = {result['run']['id']} ORDER BY stage, rank"
+            )
+    finally:
+        appliance.stop()
+        server.shutdown()
+    return example, combined
+
+
+def run_spark(directory: Path) -> dict:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    started = time.perf_counter()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("wordcount-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    session = time.perf_counter() - started
+    job_started = time.perf_counter()
+    pairs = (
+        spark.sparkContext.textFile(str(directory))
+        .flatMap(lambda line: line.split())
+        .map(lambda word: (word, 1))
+        .reduceByKey(add)
+        .collect()
+    )
+    job = time.perf_counter() - job_started
+    spark.stop()
+    return {"session": session, "job": job, "counts": dict(pairs)}
+
+
+def run_python(directory: Path) -> dict:
+    started = time.perf_counter()
+    counts: Counter[str] = Counter()
+    for path in sorted(directory.iterdir()):
+        counts.update(path.read_text().split())
+    return {"seconds": time.perf_counter() - started, "counts": dict(counts)}
+
+
+def phases(result: dict) -> list[tuple[str, float]]:
+    """Where our run's time went, from the run's timestamps and its task history."""
+    run = result["run"]
+    tasks = result["tasks"]
+    by_stage: dict[int, list] = {}
+    for stage, _rank, state, started, finished, *_ in tasks:
+        if state == "done":
+            by_stage.setdefault(stage, []).append((when(started), when(finished)))
+    rows = [("submit -> run queued (save job, POST run)", when(run["queued_at"]) - result["epoch_started"])]
+    rows.append(("queued -> started", when(run["started_at"]) - when(run["queued_at"])))
+    cursor = when(run["started_at"])
+    names = {-1: "input function", 0: "map", 1: "reduce"}
+    for stage in sorted(by_stage):
+        first = min(s for s, _ in by_stage[stage])
+        last = max(f for _, f in by_stage[stage])
+        rows.append((f"  (gap before the {names.get(stage, stage)})", first - cursor))
+        rows.append((f"{names.get(stage, stage)}: first task started -> last done", last - first))
+        cursor = last
+    rows.append(("last task done -> run finished (keep output)", when(run["finished_at"]) - cursor))
+    rows.append(
+        (
+            "run finished -> output parsed (poll, GET output)",
+            result["epoch_started"] + result["seconds"] - when(run["finished_at"]),
+        )
+    )
+    return rows
+
+
+def tab_phases(frames: list[list], run_id: int) -> dict:
+    """One worker tab's map, shuffle (blobs copied in before its reduce) and reduce in a run, from its socket."""
+    mine = [f for f in frames if not f[2].startswith("task-") or f[4].startswith(f"{run_id}.")]
+    frames = [f for f in mine if not f[2].startswith("blob-")]
+    assigned = {f[4]: (f[0], f[3]) for f in frames if f[2] == "task-assign"}
+    done = {f[4]: f[0] for f in frames if f[1] == "out" and f[2] == "task-done"}
+    out: dict = {"rank": None}
+    for task_id, (at, kind) in assigned.items():
+        if kind in ("map", "reduce") and task_id in done:
+            out[kind] = (at / 1000, done[task_id] / 1000)
+            out["rank"] = int(task_id.split(".")[3])
+    # The reduce's inputs (copies before the map are the input function's chunk).
+    after = out["map"][0] * 1000 if "map" in out else 0
+    before = out["reduce"][0] * 1000 if "reduce" in out else 0
+    receives = {f[4]: (f[0], f[5]) for f in mine if f[2] == "blob-receive" and after < f[0] < before}
+    stored = {f[4]: f[0] for f in mine if f[1] == "out" and f[2] == "blob-stored" and f[4] in receives}
+    if receives:
+        out["shuffle"] = (min(t for t, _ in receives.values()) / 1000, max(stored.values(), default=0) / 1000)
+        out["blobs_in"] = len(stored)
+        out["bytes_in"] = sum(receives[k][1] for k in stored)
+        out["copy_seconds"] = [(stored[k] - receives[k][0]) / 1000 for k in stored]
+    return out
+
+
+def describe(result: dict) -> None:
+    """Where a run's time went: its phases, its tasks, and each tab's map, shuffle and reduce."""
+    for name, seconds in phases(result):
+        print(f"  {name:56} {seconds:>8.2f}")
+    for stage, label in ((0, "map"), (1, "reduce")):
+        rows = [t for t in result["tasks"] if t[0] == stage and t[2] == "done"]
+        spans = ", ".join(f"{when(f) - when(s):.2f}" for _, _, _, s, f, *_ in rows)
+        sandbox = ", ".join(f"{c / 1000:.2f}" for *_, c, _, _ in rows)
+        out = sum(r[7] for r in rows) / 1e6
+        print(f"  {label} tasks: wall per rank {spans} s; inside the sandbox {sandbox} s; output {out:.1f} MB")
+    print("  per worker tab (its socket's messages, page clock, from the first map task-assign):")
+    tabs = [tab_phases(f, result["run"]["id"]) for f in result["frames"]]
+    tabs.sort(key=lambda t: t["rank"] if t["rank"] is not None else -1)
+    origin = min(t["map"][0] for t in tabs if "map" in t)
+    for t in tabs:
+        parts = [f"rank {t['rank']}"]
+        if "map" in t:
+            parts.append(f"map {t['map'][0] - origin:.2f}->{t['map'][1] - origin:.2f} s")
+        if "shuffle" in t:
+            copies = t["copy_seconds"]
+            first, last = t["shuffle"]
+            rate = t["bytes_in"] / 1e6 / max(1e-9, last - first)
+            parts.append(
+                f"blobs in {first - origin:.2f}->{last - origin:.2f} s ({t['blobs_in']} blobs, "
+                f"{t['bytes_in'] / 1e6:.1f} MB, {rate:.1f} MB/s; each {min(copies):.2f}-{max(copies):.2f} s)"
+            )
+        if "reduce" in t:
+            parts.append(f"reduce {t['reduce'][0] - origin:.2f}->{t['reduce'][1] - origin:.2f} s")
+        print("    " + "; ".join(parts))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="an 8 MB corpus: a smoke run")
+    args = parser.parse_args()
+    size = (8 if args.quick else 56) * 1000 * 1000
+    idle = idle_share()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        t = time.perf_counter()
+        texts = corpus(size)
+        directory = tmp / "corpus"
+        directory.mkdir()
+        for i, text in enumerate(texts):
+            (directory / f"part-{i:02d}.txt").write_bytes(text)
+        total = sum(len(t) for t in texts)
+        words = sum(t.count(b" ") + t.count(b"\n") for t in texts)
+        print(
+            f"corpus: {total / 1e6:.1f} MB, {words / 1e6:.1f} M words of a {VOCABULARY}-word vocabulary "
+            f"(Zipf, s=1), {FILES} files; generated in {time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
+
+        ours, combined = run_ours(tmp, texts)
+        spark = run_spark(directory)
+        single = run_python(directory)
+
+    equal = ours["counts"] == spark["counts"] == single["counts"] == combined["counts"]
+    spark_total = spark["session"] + spark["job"]
+    cores = len(os.sched_getaffinity(0))
+    print(f"machine idle when the bench started: {idle:.0%} (other work on the machine skews the figures)")
+    print(
+        f"machine: {cores} cores shared by every side (appliance, 4 Chromium tabs, HTTP server; Spark's JVM "
+        "and Python workers)"
+    )
+    print()
+    print(f"{'system':66} {'seconds':>8}")
+    print(f"{'PeerMR, 4 Chromium workers, wordcount.js (save job -> output parsed)':66} {ours['seconds']:>8.2f}")
+    print(f"{'Spark local[2], session start + job':66} {spark_total:>8.2f}")
+    print(f"{'Spark local[2], job only (session already up)':66} {spark['job']:>8.2f}")
+    print(f"{'  (SparkSession start)':66} {spark['session']:>8.2f}")
+    print(f"{'one Python process, collections.Counter':66} {single['seconds']:>8.2f}")
+    print(f"{'(for comparison: wordcount.js counting in the map before emitting)':66} {combined['seconds']:>8.2f}")
+    print()
+    print("wordcount.js, phase by phase (server timestamps):")
+    describe(ours)
+    print()
+    print("the same with counting in the map (what Spark's reduceByKey does before its shuffle):")
+    describe(combined)
+    print()
+    print(f"answers equal (ours, Spark, Counter, ours counting in the map): {equal} ({len(single['counts'])} words)")
+    print(f"ratio ours / Spark with session start: {ours['seconds'] / spark_total:.2f}")
+    print(f"ratio ours / Spark job only:           {ours['seconds'] / spark['job']:.2f}")
+    print(f"ratio ours / one Python process:       {ours['seconds'] / single['seconds']:.2f}")
+    print(f"target: faster than Spark end to end -> {'met' if ours['seconds'] < spark_total else 'NOT met'}")
+    if not equal:
+        raise SystemExit("the answers differ")
+
+
+if __name__ == "__main__":
+    main()
