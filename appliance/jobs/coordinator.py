@@ -356,6 +356,12 @@ class Coordinator:
 
     # ------------------------------------------------------------ running a task
 
+    def _forget_gone_holders(self, inputs: list[Output]) -> bool:
+        """Drop holders that are no longer connected; True when some input has none left."""
+        for output in inputs:
+            output.holders = {h for h in output.holders if self.fleet.get(h) is not None}
+        return any(not o.holders for o in inputs)
+
     def _missing_inputs(self, run: Active, task: Task) -> bool:
         return any(task.worker_id not in o.holders for o in run.execution.inputs(task))
 
@@ -365,6 +371,15 @@ class Coordinator:
         if worker is None:
             return
         inputs = run.execution.inputs(task)
+        if run.storage is None and self._forget_gone_holders(inputs):
+            # An input's last holder left before it could be copied: recompute it, then start again.
+            run.execution.retry(task, "lost", "an input was lost with its worker")
+            again = run.execution.recompute_lost()
+            self.logs.add(
+                run.run_id, f"an input was lost with its worker; {len(again)} task(s) run again", level="warn"
+            )
+            self.wake.set()
+            return
         if run.storage is None:
             error = await self._stage(run, worker, inputs) if self._missing_inputs(run, task) else ""
             if task.attempt != attempt or task.state != "staging":

@@ -320,18 +320,30 @@ class RunExecution:
         if self.cloud:
             return rerun
         for task in self.all_tasks():
-            if task.state != "done":
-                continue
             for output in task.outputs:
                 output.holders.discard(worker_id)
-            if any(not o.holders for o in task.outputs) and self.needed(task):
-                self.retry(task, "lost")
-                rerun.append(task)
+        rerun += self.recompute_lost()
         # Consumers still staging inputs from a lost producer start again once it is recomputed.
         for task in self.all_tasks():
             if task.state == "staging" and any(p.state != "done" for p in self.producers(task)):
                 self.retry(task, "lost", "an input was lost with its worker")
                 rerun.append(task)
+        return rerun
+
+    def recompute_lost(self) -> list[Task]:
+        """Run again every done task whose output no live worker holds while something still needs it.
+
+        Repeated until nothing changes: rerunning a task makes its own inputs needed again.
+        """
+        rerun: list[Task] = []
+        changed = True
+        while changed:
+            changed = False
+            for task in self.all_tasks():
+                if task.state == "done" and any(not o.holders for o in task.outputs) and self.needed(task):
+                    self.retry(task, "lost")
+                    rerun.append(task)
+                    changed = True
         return rerun
 
     def input_lost(self, task: Task, sha256: str) -> list[Task]:
@@ -341,12 +353,7 @@ class RunExecution:
                 if output.location == sha256:
                     output.holders.discard(task.worker_id or "")
         self.retry(task, "failed", f"input-missing: {sha256}")
-        rerun = [task]
-        for producer in self.producers(task):
-            if producer.state == "done" and any(not o.holders for o in producer.outputs):
-                self.retry(producer, "lost")
-                rerun.append(producer)
-        return rerun
+        return [task, *self.recompute_lost()]
 
     def overdue_stage(self, now: float | None = None) -> tuple[str, int] | None:
         """A (group, stage) whose tasks have not all finished within the stage's timeout."""

@@ -142,3 +142,19 @@ def test_groups_keep_their_own_ranks_and_progress():
         ("B", 0, 2),
     }
     assert not run.finished()
+
+
+def test_recomputing_a_lost_task_recomputes_the_inputs_it_needs_too():
+    """w0 held the input chunks and its map output; when it goes, its map runs again and so
+    does the input function, whose chunk only w0 had (its consumers were all done before)."""
+    run = RunExecution(1, spec("map", "reduce"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], [0, 1])
+    maps = run_ready(run)
+    finish(run, maps[0], [0, 1])
+    finish(run, maps[1], [0, 1])
+    run_ready(run)  # both reduces running
+    again = run.lose_worker("w0")
+    assert {(t.stage, t.rank) for t in again} == {(1, 0), (0, 0), (INPUT_STAGE, 0)}
+    run.assign("A", 0, "w2")
+    assert [(t.stage, t.rank) for t in run_ready(run)] == [(INPUT_STAGE, 0)]
