@@ -27,7 +27,7 @@ from playwright.sync_api import expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.wordcount import WATCH_SOCKET, idle_share, when  # noqa: E402
+from bench.wordcount import WATCH_SOCKET, Foreign, idle_share, when  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.support import ADMIN_EMAIL, Appliance  # noqa: E402
 
@@ -138,9 +138,10 @@ def main() -> None:
                 fetched.clear()
                 before = served(appliance.url)
                 results = []
-                for _ in range(measured):
-                    results.append(one_run(api, job.json()["id"]))
-                    time.sleep(0.2)  # the tabs settle (the previous run's workers closed)
+                with Foreign() as foreign:
+                    for _ in range(measured):
+                        results.append(one_run(api, job.json()["id"]))
+                        time.sleep(0.2)  # the tabs settle (the previous run's workers closed)
                 after = served(appliance.url)
                 frames = [f for page in pages for f in page.evaluate("window.__benchFrames")]
                 browser.close()
@@ -162,7 +163,10 @@ def main() -> None:
         f"{len(results)} empty runs (1 input + 4 map + 4 reduce tasks) on {WORKERS} Chromium workers, "
         f"after {warm} warm-up runs; 2 cores shared by the appliance and the tabs"
     )
-    print(f"machine idle when the bench started: {idle:.0%} (other work on the machine skews the figures)")
+    print(
+        f"machine idle when the bench started: {idle:.0%}; CPU used by processes outside this bench during the "
+        f"runs: {foreign.cores:.2f} cores (other work on the machine skews the figures)"
+    )
     print()
     print(f"{'':52} {'median ms':>10} {'p90 ms':>8}")
     median, p90 = quantiles(client)
@@ -187,7 +191,10 @@ def main() -> None:
         path = re.sub(r"runs/\d+/", "runs/<id>/", path)
         if path.startswith("static/worker/") and timing.get("responseEnd", -1) >= 0:
             scripts.setdefault(path, []).append(timing["responseEnd"] - max(0.0, timing.get("requestStart", 0.0)))
-    print("  each task's Web Worker loads the run's sandbox script (kept by the browser for the run: the GETs above) and the runtime:")
+    print(
+        "  each task's Web Worker loads the run's sandbox script (kept by the browser for the run: the GETs above)"
+        " and the runtime:"
+    )
     for path, times in sorted(scripts.items()):
         median, p90 = quantiles(times)
         print(

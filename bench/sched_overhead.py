@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.wordcount import Foreign, idle_share  # noqa: E402
 from tests.sim_workers import SimWorker, cookie_of  # noqa: E402
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance  # noqa: E402
 
@@ -60,19 +61,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def idle_share(seconds: float = 1.0) -> float:
-    """The share of the machine's CPU time that was idle over the next `seconds` (/proc/stat)."""
-
-    def sample() -> tuple[int, int]:
-        fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return fields[3] + fields[4], sum(fields)
-
-    idle, total = sample()
-    time.sleep(seconds)
-    idle2, total2 = sample()
-    return (idle2 - idle) / max(1, total2 - total)
-
-
 def pin(pid: int, cores: set[int]) -> None:
     """Every thread of a process (new threads inherit from the thread that creates them)."""
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -88,6 +76,7 @@ def dump(*_):
     os._exit(0)
 signal.signal(signal.SIGTERM, dump)  # uvicorn re-raises SIGTERM once it has shut down
 sys.argv = [sys.argv[2], *sys.argv[3:]]
+sys.path[0] = os.getcwd()  # as `python -m` has it: the appliance of the working directory
 profile.enable()
 try:
     runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
@@ -284,33 +273,40 @@ def main() -> None:
             token = appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
             client = appliance.client()
             client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
-            ours = asyncio.run(measure_ours(appliance, cookie_of(client), token, plans))
+            with Foreign() as foreign_ours:
+                ours = asyncio.run(measure_ours(appliance, cookie_of(client), token, plans))
         finally:
             appliance.stop()
     pin(os.getpid(), both)
 
-    dask = measure_dask(
-        [
-            ("processes=False, 1 worker x 2 threads", {"processes": False, "n_workers": 1, "threads_per_worker": 2}),
-            ("2 worker processes x 1 thread", {"processes": True, "n_workers": 2, "threads_per_worker": 1}),
-        ],
-        plans,
-    )
-    report(ours, dask, idle)
+    setups = [
+        ("processes=False, 1 worker x 2 threads", {"processes": False, "n_workers": 1, "threads_per_worker": 2}),
+        ("2 worker processes x 1 thread", {"processes": True, "n_workers": 2, "threads_per_worker": 1}),
+    ]
+    with Foreign() as foreign_dask:
+        dask = measure_dask(setups, plans)
+    report(ours, dask, idle, foreign_ours.cores, foreign_dask.cores)
 
 
-def report(ours: list[dict], dask: list[dict], idle: float) -> None:
+def report(ours: list[dict], dask: list[dict], idle: float, foreign_ours: float, foreign_dask: float) -> None:
     print(f"cores: appliance 1 (CPU {APPLIANCE_CORE}), simulated workers + polls 1 (CPU {BENCH_CORE}); Dask 2")
-    print(f"machine idle when the bench started: {idle:.0%} (other work on the machine skews the figures)")
+    print(
+        f"machine idle when the bench started: {idle:.0%}; CPU used by processes outside this bench: "
+        f"{foreign_ours:.2f} cores during ours, {foreign_dask:.2f} during Dask (other work skews the figures)"
+    )
     print()
-    print("PeerMR (wall = POST run -> GET shows succeeded; CPU per task over that window)")
+    print(
+        "PeerMR (wall = POST run -> GET shows succeeded; CPU per task over that window; last done = the last\n"
+        "task-done a simulated worker sent; end = the run showing succeeded)"
+    )
     head = f"{'shape':44} {'tasks':>6} {'wall s':>7} {'tasks/s':>8} {'wall us/task':>12} {'appl CPU us/task':>16}"
-    print(head + f" {'sims CPU us/task':>16} {'to last done s':>14}")
+    print(head + f" {'sims CPU us/task':>16} {'tasks/s to last done':>20} {'last done -> end s':>18}")
     for r in ours:
         print(
             f"{shape(r['workers'], r['stages'], r['alternate']):44} {r['tasks']:>6} {r['wall']:>7.2f} "
             f"{r['tasks'] / r['wall']:>8.0f} {r['wall'] / r['tasks'] * 1e6:>12.0f} "
-            f"{r['cpu_app'] / r['tasks'] * 1e6:>16.0f} {r['cpu_self'] / r['tasks'] * 1e6:>16.0f} {r['window']:>14.2f}"
+            f"{r['cpu_app'] / r['tasks'] * 1e6:>16.0f} {r['cpu_self'] / r['tasks'] * 1e6:>16.0f} "
+            f"{r['tasks'] / r['window']:>20.0f} {r['wall'] - r['window']:>18.2f}"
         )
     print()
     print(

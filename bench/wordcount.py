@@ -47,17 +47,60 @@ VOCABULARY = 20_000
 WORDS_PER_LINE = 12
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_line() -> list[int]:
+    # user nice system idle iowait irq softirq steal (guest time is already in user)
+    return [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+
+
 def idle_share(seconds: float = 1.0) -> float:
     """The share of the machine's CPU time that was idle over the next `seconds` (/proc/stat)."""
-
-    def sample() -> tuple[int, int]:
-        fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return fields[3] + fields[4], sum(fields)
-
-    idle, total = sample()
+    before = _cpu_line()
     time.sleep(seconds)
-    idle2, total2 = sample()
-    return (idle2 - idle) / max(1, total2 - total)
+    spent = [b - a for a, b in zip(before, _cpu_line(), strict=True)]
+    return (spent[3] + spent[4]) / max(1, sum(spent))
+
+
+def processes() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds of it and of the children it reaped)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found[int(entry)] = (int(fields[1]), sum(int(n) for n in fields[11:15]) / TICK)
+    return found
+
+
+def descendants(table: dict[int, tuple[int, float]], root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, stack = set(), [root]
+    while stack:
+        found.add(pid := stack.pop())
+        stack.extend(children.get(pid, []))
+    return found
+
+
+class Foreign:
+    """CPU that processes outside this bench (not it, nor the appliance, browsers, Spark... it started)
+    used while a measurement ran, in cores: 0 when the machine was ours. A process that ended
+    meanwhile counts through the parent that reaped it."""
+
+    def __enter__(self) -> Foreign:
+        self.started, self.before = time.perf_counter(), processes()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        after = processes()
+        ours = descendants(self.before, os.getpid()) | descendants(after, os.getpid())
+        used = sum(cpu - self.before.get(pid, (0, 0.0))[1] for pid, (_, cpu) in after.items() if pid not in ours)
+        self.cores = max(0.0, used) / (time.perf_counter() - self.started)
 
 
 def vocabulary(rng: random.Random) -> list[str]:
@@ -206,8 +249,12 @@ def run_ours(tmp: Path, texts: list[bytes]) -> tuple[dict, dict]:
                 expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
                 pages.append(page)
             time.sleep(2)  # the connectivity probes of the new tabs are over
-            example = timed_run(api, "wordcount", job_script(urls))
-            combined = timed_run(api, "wordcount-combining", combining(job_script(urls)))
+            with Foreign() as foreign:
+                example = timed_run(api, "wordcount", job_script(urls))
+            example["foreign"] = foreign.cores
+            with Foreign() as foreign:
+                combined = timed_run(api, "wordcount-combining", combining(job_script(urls)))
+            combined["foreign"] = foreign.cores
             frames = [page.evaluate("window.__benchFrames") for page in pages]
             browser.close()
         for result in (example, combined):
@@ -367,8 +414,12 @@ def main() -> None:
         )
 
         ours, combined = run_ours(tmp, texts)
-        spark = run_spark(directory)
-        single = run_python(directory)
+        with Foreign() as foreign:
+            spark = run_spark(directory)
+        spark["foreign"] = foreign.cores
+        with Foreign() as foreign:
+            single = run_python(directory)
+        single["foreign"] = foreign.cores
 
     equal = ours["counts"] == spark["counts"] == single["counts"] == combined["counts"]
     spark_total = spark["session"] + spark["job"]
@@ -379,13 +430,19 @@ def main() -> None:
         "and Python workers)"
     )
     print()
-    print(f"{'system':66} {'seconds':>8}")
-    print(f"{'PeerMR, 4 Chromium workers, wordcount.js (save job -> output parsed)':66} {ours['seconds']:>8.2f}")
-    print(f"{'Spark local[2], session start + job':66} {spark_total:>8.2f}")
-    print(f"{'Spark local[2], job only (session already up)':66} {spark['job']:>8.2f}")
-    print(f"{'  (SparkSession start)':66} {spark['session']:>8.2f}")
-    print(f"{'one Python process, collections.Counter':66} {single['seconds']:>8.2f}")
-    print(f"{'(for comparison: wordcount.js counting in the map before emitting)':66} {combined['seconds']:>8.2f}")
+    print(f"{'system':66} {'seconds':>8}  {'other load':>10}")
+    rows = [
+        ("PeerMR, 4 Chromium workers, wordcount.js (save job -> output parsed)", ours["seconds"], ours),
+        ("Spark local[2], session start + job", spark_total, spark),
+        ("Spark local[2], job only (session already up)", spark["job"], None),
+        ("  (SparkSession start)", spark["session"], None),
+        ("one Python process, collections.Counter", single["seconds"], single),
+        ("(for comparison: wordcount.js counting in the map before emitting)", combined["seconds"], combined),
+    ]
+    for label, seconds, measured in rows:
+        load = f"{measured['foreign']:.2f} cores" if measured else ""
+        print(f"{label:66} {seconds:>8.2f}  {load:>10}")
+    print("(other load: CPU that processes outside this bench used meanwhile, in cores of the 2)")
     print()
     print("wordcount.js, phase by phase (server timestamps):")
     describe(ours)
