@@ -64,7 +64,7 @@ def idle_share(seconds: float = 1.0) -> float:
 
 
 def processes() -> dict[int, tuple[int, float]]:
-    """pid -> (parent pid, CPU seconds of it and of the children it reaped)."""
+    """pid -> (parent pid, CPU seconds it used, with the children it reaped)."""
     found = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -89,8 +89,9 @@ def descendants(table: dict[int, tuple[int, float]], root: int) -> set[int]:
 
 class Foreign:
     """CPU that processes outside this bench (not it, nor the appliance, browsers, Spark... it started)
-    used while a measurement ran, in cores: 0 when the machine was ours. A process that ended
-    meanwhile counts through the parent that reaped it."""
+    used while a measurement ran, in cores (0: the machine was ours). A process counts with the
+    children it reaped meanwhile, at most the whole window each; processes that ended without a
+    live parent reaping them are missed, so it is a lower bound."""
 
     def __enter__(self) -> Foreign:
         self.started, self.before = time.perf_counter(), processes()
@@ -98,9 +99,14 @@ class Foreign:
 
     def __exit__(self, *exc) -> None:
         after = processes()
+        seconds = time.perf_counter() - self.started
         ours = descendants(self.before, os.getpid()) | descendants(after, os.getpid())
-        used = sum(cpu - self.before.get(pid, (0, 0.0))[1] for pid, (_, cpu) in after.items() if pid not in ours)
-        self.cores = max(0.0, used) / (time.perf_counter() - self.started)
+        used = 0.0
+        for pid, (_, cpu) in after.items():
+            if pid not in ours:
+                # A reaped child may bring minutes of CPU at once: at most the window counts.
+                used += min(cpu - self.before.get(pid, (0, 0.0))[1], seconds)
+        self.cores = max(0.0, used) / seconds
 
 
 def vocabulary(rng: random.Random) -> list[str]:
@@ -442,7 +448,7 @@ def main() -> None:
     for label, seconds, measured in rows:
         load = f"{measured['foreign']:.2f} cores" if measured else ""
         print(f"{label:66} {seconds:>8.2f}  {load:>10}")
-    print("(other load: CPU that processes outside this bench used meanwhile, in cores of the 2)")
+    print("(other load: CPU that processes outside this bench used meanwhile, in cores of the 2; a lower bound)")
     print()
     print("wordcount.js, phase by phase (server timestamps):")
     describe(ours)
