@@ -13,11 +13,13 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.response import Response, Stream
 from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
+from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
 from appliance.config import Settings
+from appliance.errors import ServiceError
 from appliance.jobs import service
 from appliance.jobs.outputs import cloud_reader, json_lines
-from appliance.jobs.service import Actor, JobInfo, JobsError, RunInfo, ScriptRefused
+from appliance.jobs.service import JobInfo, RunInfo, ScriptRefused
 from appliance.pmrfs.blobstore import store_for
 
 TAGS = ["jobs"]
@@ -32,7 +34,7 @@ def api_errors():
         raise HTTPException(
             status_code=exc.status, detail=str(exc), extra={"line": exc.line, "column": exc.column}
         ) from None
-    except JobsError as exc:
+    except ServiceError as exc:
         raise HTTPException(status_code=exc.status, detail=str(exc)) from None
 
 

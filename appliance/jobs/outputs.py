@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 
 import msgspec
 
+from appliance.accounts.actor import Actor
 from appliance.cloud import service as cloud
-from appliance.jobs.service import Actor, Unavailable
+from appliance.errors import Unavailable
 from appliance.jobs.tables import Run
 
 

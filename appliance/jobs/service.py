@@ -12,9 +12,11 @@ from collections.abc import AsyncIterator
 
 import msgspec
 
+from appliance.accounts.actor import Actor
 from appliance.accounts.tables import User
 from appliance.clock import now
 from appliance.cloud import service as cloud
+from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
 from appliance.jobs import codecs
 from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.sandbox_policy import allowed_origins, disallowed_urls
@@ -37,30 +39,6 @@ OVERRIDABLE = {
 }
 
 
-class JobsError(Exception):
-    status = 400
-
-
-class InvalidRequest(JobsError):
-    pass
-
-
-class Forbidden(JobsError):
-    status = 403
-
-
-class NotFound(JobsError):
-    status = 404
-
-
-class Conflict(JobsError):
-    status = 409
-
-
-class Unavailable(JobsError):
-    status = 503
-
-
 class ScriptRefused(InvalidRequest):
     """The script does not evaluate to a job; ``line`` and ``column`` point at the problem."""
 
@@ -68,19 +46,6 @@ class ScriptRefused(InvalidRequest):
         super().__init__(str(error))
         self.line = error.line
         self.column = error.column
-
-
-class Actor(msgspec.Struct, frozen=True):
-    user_id: int
-    role: str
-
-    @classmethod
-    def of(cls, principal) -> Actor:
-        return cls(user_id=principal.user_id, role=principal.role)
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
 
 
 class JobInfo(msgspec.Struct, frozen=True):
@@ -137,7 +102,7 @@ async def _spec_of(script: str) -> JobSpec:
 
 
 def _may_run_jobs(actor: Actor) -> None:
-    if actor.role not in ("coordinator", "admin"):
+    if not actor.is_coordinator:
         raise Forbidden("Only coordinators and admins run jobs.")
 
 

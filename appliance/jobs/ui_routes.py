@@ -19,14 +19,16 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response, Stream, Template
 
+from appliance.accounts.actor import Actor
 from appliance.accounts.auth import ADMIN, COORDINATOR, access
 from appliance.accounts.forms import Form
 from appliance.config import Settings
+from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.jobs import service, views
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
 from appliance.jobs.sandbox_policy import PolicyError, save_admin_origins
-from appliance.jobs.service import Actor, JobInfo, JobsError, NotFound, RunInfo, ScriptRefused
+from appliance.jobs.service import JobInfo, RunInfo, ScriptRefused
 from appliance.pmrfs.blobstore import store_for
 from appliance.resources import templates_dir
 from appliance.turn import routes as turn_routes
@@ -98,7 +100,7 @@ def _overrides(form: RunForm) -> dict:
         try:
             return int(value.strip())
         except ValueError:
-            raise service.InvalidRequest(f"{label} must be a whole number.") from None
+            raise InvalidRequest(f"{label} must be a whole number.") from None
 
     overrides = {
         "workerCount": whole(form.worker_count, "Workers per group"),
@@ -186,7 +188,7 @@ async def create_job(request: Request, data: Form[JobForm]) -> Response:
         return await _editor(
             request, None, name=data.name, script=data.script, status_code=400, error=str(exc), refused=exc
         )
-    except JobsError as exc:
+    except ServiceError as exc:
         return await _editor(request, None, name=data.name, script=data.script, status_code=exc.status, error=str(exc))
     return redirect(f"{JOBS}/{job.id}", f"Job {job.name} saved.")
 
@@ -215,7 +217,7 @@ async def save_job(request: Request, job_id: FromPath[int], data: Form[JobForm])
         return await _editor(
             request, job, name=data.name, script=data.script, status_code=400, error=str(exc), refused=exc
         )
-    except JobsError as exc:
+    except ServiceError as exc:
         return await _editor(request, job, name=data.name, script=data.script, status_code=exc.status, error=str(exc))
     return redirect(f"{JOBS}/{job_id}", f"Job {saved.name} saved.")
 
@@ -251,7 +253,7 @@ async def start_run(
         )
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except JobsError as exc:
+    except ServiceError as exc:
         if is_htmx(request):
             # Answered with 200 so htmx swaps the form (with its message) into the dialog.
             return page(request, "jobs/_run_form.html", job=job, run_form=data, run_error=str(exc))
@@ -309,7 +311,7 @@ async def _output_context(request: Request, run: RunInfo, settings: Settings, gr
         context["output"] = await views.output_page(records, group, max(1, page_number))
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except JobsError as exc:
+    except ServiceError as exc:
         context["output_error"] = str(exc)
     return context
 
@@ -456,7 +458,7 @@ async def _download_output(request: Request, run_id: int, group: str, settings: 
         first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except JobsError as exc:
+    except ServiceError as exc:
         return redirect(f"{RUNS}/{run.id}", str(exc), "error")
     return Stream(
         encode(first, records),
@@ -486,7 +488,7 @@ async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDep
         message, level = f"Run {run_id} cancelled.", "success"
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except JobsError as exc:
+    except ServiceError as exc:
         run = await _run(request, run_id)
         message, level = str(exc), "error"
     if is_htmx(request):

@@ -12,11 +12,13 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
+from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, USER, access
 from appliance.config import Settings
+from appliance.errors import ServiceError
 from appliance.pmrfs import service
 from appliance.pmrfs.blobstore import store_for
-from appliance.pmrfs.service import Actor, BucketInfo, ObjectInfo, ObjectStatus, PmrfsError
+from appliance.pmrfs.service import BucketInfo, ObjectInfo, ObjectStatus
 
 TAGS = ["pmrfs"]
 
@@ -26,7 +28,7 @@ def api_errors():
     """PMRFS refusals as JSON errors with their status."""
     try:
         yield
-    except PmrfsError as exc:
+    except ServiceError as exc:
         raise HTTPException(status_code=exc.status, detail=str(exc)) from None
 
 

@@ -21,7 +21,9 @@ import msgspec
 from piccolo.query.functions.aggregate import Count, Sum
 
 from appliance.accounts import users
+from appliance.accounts.actor import Actor
 from appliance.clock import now
+from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, TooLarge, Unavailable
 from appliance.pmrfs import blobstore, namenode
 from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore
 from appliance.pmrfs.namenode import APPLIANCE, LiveHolders, ReplicaInfo, chunks, live_holders, serving
@@ -34,55 +36,6 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 # Tasks started by requests that outlive them (references kept so they are not collected).
 _background: set[asyncio.Task] = set()
 MAX_CONTENT_TYPE = 255
-
-
-class PmrfsError(Exception):
-    """A request PMRFS cannot honour; ``status`` is the HTTP status, the message is shown as is."""
-
-    status = 400
-
-
-class InvalidRequest(PmrfsError):
-    status = 400
-
-
-class Forbidden(PmrfsError):
-    status = 403
-
-
-class NotFound(PmrfsError):
-    status = 404
-
-
-class Conflict(PmrfsError):
-    status = 409
-
-
-class TooLarge(PmrfsError):
-    status = 413
-
-
-class Unavailable(PmrfsError):
-    status = 503
-
-
-class Actor(msgspec.Struct, frozen=True):
-    """Who is asking: an account id and its role."""
-
-    user_id: int
-    role: str
-
-    @classmethod
-    def of(cls, principal) -> Actor:
-        return cls(user_id=principal.user_id, role=principal.role)
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
-
-    @property
-    def may_create_buckets(self) -> bool:
-        return self.role in ("admin", "coordinator")
 
 
 class BucketInfo(msgspec.Struct, frozen=True):
@@ -201,7 +154,7 @@ async def create_bucket(actor: Actor, name: str, private: bool = True) -> Bucket
         check_bucket_name(name)
     except InvalidName as exc:
         raise InvalidRequest(str(exc)) from None
-    if not actor.may_create_buckets:
+    if not actor.is_coordinator:
         raise Forbidden("Worker accounts cannot create buckets.")
     async with Bucket._meta.db.transaction():
         taken = await Bucket.select(Bucket.owner).where(Bucket.name == name).first()

@@ -15,14 +15,15 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Response, Stream, Template
 from multipart import MultipartSegment, ParserError, PushMultipartParser
 
+from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
 from appliance.accounts.forms import Form
 from appliance.config import Settings
+from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.pmrfs import service
 from appliance.pmrfs.api_routes import object_key
 from appliance.pmrfs.blobstore import store_for
 from appliance.pmrfs.names import InvalidName, check_key
-from appliance.pmrfs.service import Actor, InvalidRequest, NotFound, PmrfsError
 from appliance.web.errors import CSRF_FAILURE
 from appliance.web.formatting import human_bytes
 from appliance.web.rendering import is_htmx, page, redirect
@@ -80,7 +81,7 @@ async def create_bucket(request: Request, data: Form[BucketForm]) -> Response:
     name = data.name.strip()
     try:
         await service.create_bucket(Actor.of(request.user), name, private=data.private == "true")
-    except PmrfsError as exc:
+    except ServiceError as exc:
         return await _storage_page(request, status_code=exc.status, error=str(exc), form=data)
     return redirect(bucket_url(name), f"Bucket {name} created.")
 
@@ -95,7 +96,7 @@ async def delete_bucket(
         )
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except PmrfsError as exc:
+    except ServiceError as exc:
         return _to_storage(request, str(exc), "error")
     with_objects = f" with its {count} object{'s' if count != 1 else ''}" if count else ""
     return _to_storage(request, f"Bucket {bucket} deleted{with_objects}.")
@@ -151,7 +152,7 @@ async def delete_object(
         await service.delete_object(Actor.of(request.user), bucket, data.key, store_for(settings.data_path))
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except PmrfsError as exc:
+    except ServiceError as exc:
         return await _after_change(request, bucket, data.prefix, str(exc), "error")
     return await _after_change(request, bucket, data.prefix, f"Deleted {data.key}.")
 
@@ -165,7 +166,7 @@ async def pin_object(
         await service.set_pinned(Actor.of(request.user), bucket, data.key, pinned, store_for(settings.data_path))
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except PmrfsError as exc:
+    except ServiceError as exc:
         return await _after_change(request, bucket, data.prefix, str(exc), "error")
     what = "keeps its copy on the appliance" if pinned else "may leave the appliance once browsers hold enough copies"
     return await _after_change(request, bucket, data.prefix, f"{data.key} {what}.")
@@ -177,7 +178,7 @@ async def object_page(request: Request, bucket: FromPath[str], key: FromPath[str
         status = await service.object_status(
             Actor.of(request.user), bucket, object_key(request, f"{STORAGE}/object/{bucket}/", key)
         )
-    except PmrfsError as exc:
+    except ServiceError as exc:
         raise NotFoundException(str(exc)) from None
     return page(request, "pmrfs/object.html", status=status, quote=_q)
 
@@ -197,7 +198,7 @@ async def download(
         info, content = await service.open_object(Actor.of(request.user), bucket, key, store_for(settings.data_path))
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
-    except PmrfsError as exc:
+    except ServiceError as exc:
         return redirect(bucket_url(bucket), str(exc), "error")
     return Stream(
         content=content,
@@ -341,7 +342,7 @@ async def upload(request: Request, bucket: FromPath[str], settings: NamedDepende
         if is_htmx(request):
             return page(request, "_flash_oob.html", flashes=[("error", str(exc))])
         raise NotFoundException(str(exc)) from None
-    except PmrfsError as exc:
+    except ServiceError as exc:
         prefix = form.fields.get("prefix", "") if form else ""
         return await _after_change(request, bucket, prefix, str(exc), "error")
     prefix = form.fields.get("prefix", "")

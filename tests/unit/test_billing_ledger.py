@@ -12,13 +12,13 @@ import pytest
 
 from appliance import db
 from appliance.accounts import users
+from appliance.accounts.actor import Actor
 from appliance.billing import context, ledger, meters, prices, settlement, statements
 from appliance.billing.ledger import CONSUMER, PROVIDER, Entry
 from appliance.billing.tables import Invoice, Payout, UsageEntry
 from appliance.config import load_settings
 from appliance.fleet.transfers import Transfers, TransferTag
 from appliance.pmrfs import namenode, service
-from appliance.pmrfs.service import Actor
 from appliance.turn.tables import RelayUsage
 
 MARCH = dt.datetime(2026, 3, 10, 12, tzinfo=dt.UTC)

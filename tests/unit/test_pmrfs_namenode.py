@@ -14,11 +14,12 @@ import pytest
 
 from appliance import db
 from appliance.accounts import users
+from appliance.accounts.actor import Actor
 from appliance.config import load_settings
+from appliance.errors import TooLarge, Unavailable
 from appliance.pmrfs import blobstore, namenode, service
 from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore, store_for
 from appliance.pmrfs.namenode import APPLIANCE, LiveHolders
-from appliance.pmrfs.service import Actor
 
 MiB = 1024 * 1024
 
@@ -112,7 +113,7 @@ async def test_release_waits_for_the_replication_factor_on_distinct_live_workers
     assert await namenode.replication_report(2, live) == []
 
     # The appliance cannot serve it itself any more; with a fetcher from browsers it can.
-    with pytest.raises(service.Unavailable):
+    with pytest.raises(Unavailable):
         await service.open_object(owner, "data", "unpinned", store, live)
     pieces = {hashlib.sha256(data[i : i + BLOB_SIZE]).hexdigest(): data[i : i + BLOB_SIZE] for i in (0, BLOB_SIZE)}
 
@@ -247,21 +248,21 @@ async def test_a_corrupt_file_is_missing_and_the_object_unavailable(pmrfs, caplo
     [sha] = await shas_of(owner, "c")
     store.path(sha).write_bytes(b"bad content!")
     _, content = await service.open_object(owner, "data", "c", store)
-    with pytest.raises(service.Unavailable):
+    with pytest.raises(Unavailable):
         [chunk async for chunk in content]
     assert "corrupt" in caplog.text
     assert not store.exists(sha)
     status = await service.object_status(owner, "data", "c")
     assert not status.available and status.blobs[0].replicas == []
-    with pytest.raises(service.Unavailable, match="1 of its 1 blob"):
+    with pytest.raises(Unavailable, match="1 of its 1 blob"):
         await service.open_object(owner, "data", "c", store)
 
 
 async def test_uploads_over_the_limit_store_nothing(pmrfs):
     owner, store = pmrfs
-    with pytest.raises(service.TooLarge):
+    with pytest.raises(TooLarge):
         await service.put_object(owner, "data", "big", stream(os.urandom(3 * MiB)), store, max_bytes=2 * MiB)
-    with pytest.raises(service.TooLarge):
+    with pytest.raises(TooLarge):
         await service.put_object(owner, "data", "big", stream(b""), store, max_bytes=2 * MiB, declared_size=2 * MiB + 1)
     assert store.stored() == []
     assert await service.list_objects(owner, "data") == []
