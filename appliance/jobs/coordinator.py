@@ -643,9 +643,9 @@ class Coordinator:
 
     async def _meter(self, run: Active) -> None:
         """The run's completed task attempts into the billing ledger (idempotent per run)."""
-        accounts = {**{w.worker_id: w.account_id for w in self.fleet.workers.values()}, **run.accounts}
+        # Every attempt ran on a worker that held a rank, so run.accounts knows its account.
         tasks = [
-            billing_meters.TaskUsage(a.worker_id, accounts.get(a.worker_id), a.state, a.cpu_ms)
+            billing_meters.TaskUsage(a.worker_id, run.accounts.get(a.worker_id), a.state, a.cpu_ms)
             for a in run.execution.history
         ]
         try:
@@ -656,7 +656,6 @@ class Coordinator:
             log.exception("run %s: could not record its usage for billing", run.run_id)
 
     def _task_rows(self, run: Active) -> list[RunTask]:
-        accounts = {**{w.worker_id: w.account_id for w in self.fleet.workers.values()}, **run.accounts}
         wall = time.time() - time.monotonic()  # monotonic -> epoch
         return [
             RunTask(
@@ -666,7 +665,7 @@ class Coordinator:
                 rank=a.rank,
                 attempt=a.attempt,
                 worker_id=a.worker_id,
-                worker_account=accounts.get(a.worker_id),
+                worker_account=run.accounts.get(a.worker_id),
                 state=a.state,
                 started_at=dt.datetime.fromtimestamp(a.started + wall, dt.UTC),
                 finished_at=dt.datetime.fromtimestamp(a.finished + wall, dt.UTC),
