@@ -34,6 +34,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from appliance.app import create_app
+    from appliance.fleet.protocol import MAX_BINARY_FRAME
 
     settings = _settings(args)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -43,7 +44,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
         print(f"Open {settings.base_url}/", flush=True)
     else:
         print(f"Open http://localhost:{settings.port}/ here, or {settings.base_url}/ from other machines", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+    # Parameter-server values travel as binary WebSocket frames of up to MAX_BINARY_FRAME bytes.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        ws_max_size=MAX_BINARY_FRAME,
+    )
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:

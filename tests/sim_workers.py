@@ -43,6 +43,8 @@ class SimWorker:
         self.tasks: list[dict] = []  # every task-assign received
         self.messages: list[dict] = []  # everything else the appliance sent
         self.reader: asyncio.Task | None = None
+        self.replies: dict[int, asyncio.Future] = {}
+        self.next_id = 1000
 
     async def start(self) -> SimWorker:
         self.ws = await connect(
@@ -61,10 +63,29 @@ class SimWorker:
     async def send(self, message: dict) -> None:
         await self.ws.send(json.dumps(message))
 
+    async def send_frame(self, header: dict, payload: bytes) -> None:
+        """A binary frame: uint32 LE header length, the JSON header, the payload (docs/protocol.md)."""
+        await self.ws.send(frame(header, payload))
+
+    async def request(self, message: dict, payload: bytes | None = None, timeout: float | None = 30) -> dict:
+        """Send with a fresh id and wait for the reply naming it (a binary reply's bytes are in "payload")."""
+        self.next_id += 1
+        message = {**message, "id": self.next_id}
+        reply = self.replies[self.next_id] = asyncio.get_running_loop().create_future()
+        await (self.send(message) if payload is None else self.send_frame(message, payload))
+        return await asyncio.wait_for(reply, timeout)
+
     async def _read(self) -> None:
         with contextlib.suppress(Exception):
             async for raw in self.ws:
-                message = json.loads(raw)
+                if isinstance(raw, bytes):
+                    size = int.from_bytes(raw[:4], "little")
+                    message = {**json.loads(raw[4 : 4 + size]), "payload": raw[4 + size :]}
+                else:
+                    message = json.loads(raw)
+                if (waiter := self.replies.pop(message.get("replyTo"), None)) is not None:
+                    waiter.set_result(message)
+                    continue
                 kind = message["type"]
                 if kind == "ping":
                     await self.send({"type": "pong", "id": message["id"]})
@@ -79,6 +100,11 @@ class SimWorker:
             self.reader.cancel()
         if self.ws:
             await self.ws.close()
+
+
+def frame(header: dict, payload: bytes) -> bytes:
+    encoded = json.dumps(header).encode()
+    return len(encoded).to_bytes(4, "little") + encoded + payload
 
 
 def cookie_of(client) -> str:

@@ -62,8 +62,12 @@ class Session:
         self.probe_task: asyncio.Task | None = None
 
     async def send(self, message: object) -> None:
+        if isinstance(message, p.Frame):
+            data, mode = p.encode_frame(message), "binary"
+        else:
+            data, mode = p.encoder.encode(message).decode(), "text"
         async with self.lock:
-            await self.socket.send_data(p.encoder.encode(message).decode(), mode="text")
+            await self.socket.send_data(data, mode=mode)
 
     async def close(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
@@ -86,7 +90,7 @@ class Session:
                     return
                 raw = event.get("text")
                 if raw is None:
-                    await self.refuse("malformed", "this protocol uses JSON text frames")
+                    await self.binary(event.get("bytes") or b"")
                     continue
                 if len(raw) > p.MAX_MESSAGE_BYTES:
                     await self.send(
@@ -108,11 +112,28 @@ class Session:
                 self.probe_task.cancel()
             if self.worker is not None:
                 self.fleet.remove(self.worker)
+                self.fleet.transfers.close_links(worker_id=self.worker.worker_id)
                 for transfer in self.fleet.transfers.involving(self.worker.worker_id):
                     self.fleet.transfers.finish(transfer, False, "a worker left")
                     self.fleet.notify("transfer_finished", transfer, False, "a worker left")
                 self.fleet.notify("worker_left", self.worker)
                 log.info("worker %s of %s left", self.worker.worker_id, self.worker.account_email)
+
+    async def binary(self, data: bytes) -> None:
+        """A binary frame: a parameter-server value under its JSON header (docs/protocol.md)."""
+        if self.worker is None:
+            await self.refuse("not-ready", "send hello first")
+            return
+        try:
+            header, payload = p.decode_frame(data)
+        except (ValueError, msgspec.DecodeError) as exc:
+            await self.refuse("malformed", f"not a valid binary frame: {exc}")
+            return
+        if len(payload) > p.MAX_VALUE_BYTES:
+            await self.refuse("too-large", f"values are limited to {p.MAX_VALUE_BYTES} bytes", header.id)
+            return
+        self.worker.last_seen = time.monotonic()
+        self.fleet.notify("task_message", self.worker, p.Frame(header=header, payload=payload))
 
     async def handle(self, message: p.Incoming) -> None:
         if isinstance(message, p.Hello):
@@ -152,9 +173,9 @@ class Session:
             await self.send(p.State(state=self.worker.state, reply_to=message.id))
 
     async def relay_signal(self, message: p.Signal) -> None:
-        """Only between the two ends of a transfer the appliance arranged."""
-        transfer = self.fleet.transfers.get(message.transfer_id)
-        peer_id = transfer.peer_of(self.worker.worker_id) if transfer else None
+        """Only between the two ends of a transfer or link the appliance arranged."""
+        pairing = self.fleet.transfers.pairing(message.transfer_id)
+        peer_id = pairing.peer_of(self.worker.worker_id) if pairing else None
         peer = self.fleet.get(peer_id) if peer_id else None
         if peer is None:
             await self.refuse("not-allowed", "no such transfer for this worker")

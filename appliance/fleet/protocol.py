@@ -169,7 +169,94 @@ class TaskFailed(Base, tag="task-failed"):
     stack: Annotated[str, msgspec.Meta(max_length=8000)] = ""
 
 
-TASK_MESSAGES = (TaskProgress, TaskLog, TaskWorkerTimeout, TaskPutUrl, TaskDone, TaskFailed)
+# ---------------------------------------------------------------- peers and the parameter server (worker to server)
+
+Rank = Annotated[int, msgspec.Meta(ge=0, lt=8192)]
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+ParamKey = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Dtype = Literal["float32", "float64", "int8", "int16", "int32", "uint8", "uint16", "uint32"]
+UpdateOp = Literal["add", "max", "min", "mul", "replace"]
+
+
+class PeerSend(Base, tag="peer-send"):
+    """An indirect message to another rank, already stored: a blob in this tab (pmrfs) or an object (s3)."""
+
+    id: int
+    task_id: TaskId
+    to_rank: Rank
+    tag: Tag
+    size: Count
+    sha256: Sha256 | None = None
+    key: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
+
+
+class PeerPutUrl(Base, tag="peer-put-url"):
+    id: int
+    task_id: TaskId
+    to_rank: Rank
+    tag: Tag
+
+
+class PeerReceive(Base, tag="peer-receive"):
+    id: int
+    task_id: TaskId
+    from_rank: Rank
+    tag: Tag
+
+
+class PeerLink(Base, tag="peer-link"):
+    """Arrange a direct WebRTC link to the worker that holds ``to_rank`` now."""
+
+    id: int
+    task_id: TaskId
+    to_rank: Rank
+
+
+class PsRead(Base, tag="ps-read"):
+    id: int
+    task_id: TaskId
+    key: ParamKey
+
+
+class PsClock(Base, tag="ps-clock"):
+    id: int
+    task_id: TaskId
+
+
+# Binary frames: uint32 LE header length, the JSON header, then the value's little-endian bytes.
+class PsWrite(Base, tag="ps-write"):
+    id: int
+    task_id: TaskId
+    key: ParamKey
+    dtype: Dtype
+    # Compare-and-set: written only when the stored version is this one (0: the key does not exist).
+    if_version: Count | None = None
+
+
+class PsUpdate(Base, tag="ps-update"):
+    id: int
+    task_id: TaskId
+    key: ParamKey
+    dtype: Dtype
+    op: UpdateOp = "add"
+
+
+TASK_MESSAGES = (
+    TaskProgress,
+    TaskLog,
+    TaskWorkerTimeout,
+    TaskPutUrl,
+    TaskDone,
+    TaskFailed,
+    PeerSend,
+    PeerPutUrl,
+    PeerReceive,
+    PeerLink,
+    PsRead,
+    PsClock,
+    PsWrite,
+    PsUpdate,
+)
 
 Incoming = (
     Hello
@@ -190,8 +277,20 @@ Incoming = (
     | TaskPutUrl
     | TaskDone
     | TaskFailed
+    | PeerSend
+    | PeerPutUrl
+    | PeerReceive
+    | PeerLink
+    | PsRead
+    | PsClock
 )
 incoming_decoder = msgspec.json.Decoder(Incoming)
+binary_header_decoder = msgspec.json.Decoder(PsWrite | PsUpdate)
+
+MAX_HEADER_BYTES = 64 * 1024
+# The largest parameter-server value a binary frame may carry (the WebSocket limit is set above it).
+MAX_VALUE_BYTES = 64 * 1024 * 1024
+MAX_BINARY_FRAME = 4 + MAX_HEADER_BYTES + MAX_VALUE_BYTES
 
 # ---------------------------------------------------------------- server to worker
 
@@ -267,6 +366,8 @@ class TaskAssign(Base, tag="task-assign"):
     storage: Literal["pmrfs", "s3"]
     worker_timeout: float
     fetch_origins: list[str]
+    seed: int = 0
+    staleness: int = 0
 
 
 class TaskCancel(Base, tag="task-cancel"):
@@ -278,6 +379,83 @@ class TaskPutUrlReply(Base, tag="task-put-url-reply"):
     url: str = ""
     key: str = ""
     error: str = ""
+
+
+class PeerSendReply(Base, tag="peer-send-reply"):
+    reply_to: int
+    error: str = ""
+
+
+class PeerPutUrlReply(Base, tag="peer-put-url-reply"):
+    reply_to: int
+    url: str = ""
+    key: str = ""
+    error: str = ""
+
+
+class PeerMessage(Base, tag="peer-message"):
+    """A received indirect message: now in the tab's store (sha256) or at a presigned URL (s3)."""
+
+    reply_to: int
+    size: int = 0
+    sha256: str = ""
+    url: str = ""
+    error: str = ""
+
+
+class PeerLinkOpen(Base, tag="peer-link-open"):
+    """Another worker of the same run will open a direct link to this one under ``link_id``."""
+
+    link_id: str
+    from_: str = msgspec.field(name="from")
+    run_id: int = 0
+
+
+class PeerLinkReply(Base, tag="peer-link-reply"):
+    reply_to: int
+    link_id: str = ""
+    to: str = ""
+    error: str = ""
+
+
+class PeerLost(Base, tag="peer-lost"):
+    """A rank of the run lost its worker: direct receives from it and collectives cannot complete."""
+
+    run_id: int
+    group: str
+    rank: int
+    reason: str
+
+
+class PsReply(Base, tag="ps-reply"):
+    """The answer to a ps-* request; a binary frame's header when it carries a value."""
+
+    reply_to: int
+    error: str = ""
+    dtype: str = ""
+    version: int = 0
+    clock: int = 0
+
+
+PEER_REQUESTS = (PeerSend, PeerPutUrl, PeerReceive, PeerLink, PsRead, PsClock, PsWrite, PsUpdate)
+_REPLIES = {
+    PeerSend: PeerSendReply,
+    PeerPutUrl: PeerPutUrlReply,
+    PeerReceive: PeerMessage,
+    PeerLink: PeerLinkReply,
+}
+
+
+def refusal(request: Base, error: str) -> Base:
+    """The reply that refuses a peer or parameter-server request."""
+    return _REPLIES.get(type(request), PsReply)(reply_to=request.id, error=error)
+
+
+class Frame(msgspec.Struct):
+    """A message sent as a binary frame: ``header`` (a message above) followed by ``payload``."""
+
+    header: Base
+    payload: bytes | memoryview
 
 
 class Ping(Base, tag="ping"):
@@ -302,3 +480,19 @@ class Disconnect(Base, tag="disconnect"):
 
 
 encoder = msgspec.json.Encoder()
+
+
+def encode_frame(frame: Frame) -> bytes:
+    header = encoder.encode(frame.header)
+    return len(header).to_bytes(4, "little") + header + bytes(frame.payload)
+
+
+def decode_frame(data: bytes) -> tuple[PsWrite | PsUpdate, memoryview]:
+    """Split a binary frame; raises ValueError (bad layout) or msgspec.DecodeError (bad header)."""
+    if len(data) < 4:
+        raise ValueError("a binary frame starts with its header's length (4 bytes)")
+    size = int.from_bytes(data[:4], "little")
+    if size > MAX_HEADER_BYTES or 4 + size > len(data):
+        raise ValueError(f"a binary frame's header length ({size}) does not fit the frame")
+    view = memoryview(data)
+    return binary_header_decoder.decode(view[4 : 4 + size]), view[4 + size :]

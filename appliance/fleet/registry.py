@@ -17,6 +17,16 @@ from appliance.fleet.transfers import Transfer, Transfers, TransferTag
 log = logging.getLogger(__name__)
 
 
+# A copy between two tabs that has not finished by then is given up (and tried again by the caller):
+# a connection that died without a word (a frozen tab, lapsed ICE consent) must not stall a run for minutes.
+COPY_TIMEOUT_BASE = 30.0
+COPY_MIN_BYTES_PER_SECOND = 1024 * 1024
+
+
+def copy_timeout(size: int) -> float:
+    return COPY_TIMEOUT_BASE + size / COPY_MIN_BYTES_PER_SECOND
+
+
 @dataclass
 class Worker:
     worker_id: str

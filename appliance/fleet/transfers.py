@@ -54,11 +54,44 @@ class Transfer:
         return min(self.reported.values()) if len(self.reported) == 2 else 0
 
 
+@dataclass
+class Link:
+    """A direct browser-to-browser link between two ranks' workers of a run (peer messages, collectives)."""
+
+    id: str
+    source: str  # worker ids
+    target: str
+    run_id: int
+
+    def peer_of(self, worker_id: str) -> str | None:
+        if worker_id == self.source:
+            return self.target
+        if worker_id == self.target:
+            return self.source
+        return None
+
+
 class Transfers:
     def __init__(self) -> None:
         self.active: dict[str, Transfer] = {}
         # Finished transfers by id, with when they finished: a byte report may arrive after the end.
         self.recent: dict[str, tuple[Transfer, float]] = {}
+        # Links live until their run ends (close_links) or one end leaves.
+        self.links: dict[str, Link] = {}
+
+    def link(self, source: str, target: str, run_id: int) -> Link:
+        link = Link(secrets.token_hex(8), source, target, run_id)
+        self.links[link.id] = link
+        return link
+
+    def close_links(self, run_id: int | None = None, worker_id: str | None = None) -> None:
+        for link in list(self.links.values()):
+            if link.run_id == run_id or (worker_id is not None and link.peer_of(worker_id) is not None):
+                del self.links[link.id]
+
+    def pairing(self, signal_id: str) -> Transfer | Link | None:
+        """The transfer or link a signal id names: its two ends may exchange SDP and candidates."""
+        return self.active.get(signal_id) or self.links.get(signal_id)
 
     def arrange(
         self,

@@ -17,7 +17,7 @@ from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
 from appliance.config import Settings
 from appliance.errors import ServiceError
-from appliance.jobs import service
+from appliance.jobs import parameters, service
 from appliance.jobs.outputs import cloud_reader, json_lines
 from appliance.jobs.service import JobInfo, RunInfo, ScriptRefused
 from appliance.pmrfs.blobstore import store_for
@@ -175,6 +175,40 @@ async def run_logs(request: Request, run_id: FromPath[int], worker: FromQuery[st
     return Response(body, media_type="application/x-ndjson")
 
 
+@get(
+    "/api/v1/runs/{run_id:int}/parameters",
+    opt=access(COORDINATOR),
+    tags=TAGS,
+    summary="A run's parameter-server values",
+    description="Group, key, dtype, length and version of each value the run left (kept when it ends).",
+)
+async def run_parameters(request: Request, run_id: FromPath[int]) -> list[parameters.ParameterInfo]:
+    with api_errors():
+        return await parameters.list_parameters(Actor.of(request.user), run_id)
+
+
+@get(
+    "/api/v1/runs/{run_id:int}/parameters/{group:str}/{key:path}",
+    opt=access(COORDINATOR),
+    tags=TAGS,
+    summary="One parameter-server value",
+    description="The little-endian values (dtype in X-PeerMR-Dtype), or format=json for a JSON array.",
+)
+async def run_parameter(
+    request: Request, run_id: FromPath[int], group: FromPath[str], key: FromPath[str], format: FromQuery[str] = "raw"
+) -> Response:
+    with api_errors():
+        dtype, data = await parameters.parameter_value(Actor.of(request.user), run_id, group, key.lstrip("/"))
+    headers = {"X-PeerMR-Dtype": dtype}
+    if format == "json":
+        return Response(
+            msgspec.json.encode(parameters.as_list(dtype, data)), media_type="application/json", headers=headers
+        )
+    filename = f"run-{run_id}-{group}-{key.strip('/').replace('/', '_')}.{dtype}"
+    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return Response(data, media_type="application/octet-stream", headers=headers)
+
+
 ROUTES = [
     create_job,
     list_jobs,
@@ -187,4 +221,6 @@ ROUTES = [
     cancel_run,
     run_output,
     run_logs,
+    run_parameters,
+    run_parameter,
 ]

@@ -27,11 +27,13 @@ from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.config import Settings
 from appliance.fleet import protocol as p
-from appliance.fleet.registry import Fleet, Worker
+from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
-from appliance.jobs import selection
+from appliance.jobs import parameters, selection
 from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, stage_label
 from appliance.jobs.logs import RunLogs
+from appliance.jobs.paramserver import ParameterServer
+from appliance.jobs.peers import Mailbox, Peers
 from appliance.jobs.sandbox_policy import allowed_origins
 from appliance.jobs.spec import JobSpec
 from appliance.jobs.tables import Run, RunOutput, RunTask
@@ -42,7 +44,6 @@ from appliance.pmrfs.blobstore import BlobStore
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
-COPY_TIMEOUT = 120.0
 MAX_PARALLEL_COPIES = 8
 MAX_STAGING_FAILURES = 3
 RESTART_REASON = "the appliance restarted while this run was running; run it again"
@@ -72,6 +73,9 @@ class Active:
     ending: bool = False
     # Worker id -> account of every worker that held a rank (task rows and billing need it after it left).
     accounts: dict[str, int] = field(default_factory=dict)
+    # Ranks talking to ranks (jobs/peers.py): indirect messages, and the parameter server.
+    mail: Mailbox = field(default_factory=Mailbox)
+    params: ParameterServer | None = None
 
     @property
     def script_url(self) -> str:
@@ -96,6 +100,7 @@ class Coordinator:
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.background: set[asyncio.Task] = set()
+        self.peers = Peers(fleet, self._spawn)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -192,11 +197,16 @@ class Coordinator:
 
     def task_message(self, worker: Worker, message: object) -> None:
         run = self.active.get(worker.run_id) if worker.run_id is not None else None
-        if run is None or run.ending:
-            return
-        task = run.execution.find(message.task_id)
+        header = message.header if isinstance(message, p.Frame) else message
+        task = run.execution.find(header.task_id) if run is not None and not run.ending else None
         if task is None or task.worker_id != worker.worker_id:
-            return  # an attempt that was replaced, or a message for someone else's task
+            # An attempt that was replaced, or a message for someone else's task: a request gets its answer.
+            if isinstance(header, p.PEER_REQUESTS):
+                self._spawn(worker.send(p.refusal(header, "this task is not running on this worker")))
+            return
+        if isinstance(header, p.PEER_REQUESTS):
+            self.peers.handle(run, task, worker, message)
+            return
         if isinstance(message, p.TaskProgress):
             task.emits, task.bytes, task.last_activity = message.emits, message.bytes, time.monotonic()
         elif isinstance(message, p.TaskLog):
@@ -266,6 +276,7 @@ class Coordinator:
             execution.assign(group, index % spec.worker_count, worker.worker_id)
             worker.run_id = queued.run_id
         run = Active(queued.run_id, queued.owner_id, spec, execution, await allowed_origins(self.settings), storage)
+        run.params = ParameterServer(spec.staleness or 0, list(execution.groups), spec.worker_count)
         run.accounts.update({w.worker_id: w.account_id for w in workers})
         self.active[run.run_id] = run
         await Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)
@@ -335,6 +346,7 @@ class Coordinator:
         place = run.execution.rank_of(worker_id)
         again = run.execution.lose_worker(worker_id)
         if place is not None:
+            self.peers.rank_lost(run, place[0], place[1], f"its worker {why}")
             run.vacant_since.setdefault(place, time.monotonic())
             self.logs.add(
                 run.run_id,
@@ -399,6 +411,7 @@ class Coordinator:
         else:
             described = [{"url": cloud.presign_get(run.storage, o.location)} for o in inputs]
         run.execution.running(task)
+        run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
         stage = task.stage
         assign = p.TaskAssign(
             task_id=task.id,
@@ -417,6 +430,8 @@ class Coordinator:
             storage="pmrfs" if run.storage is None else "s3",
             worker_timeout=task.worker_timeout,
             fetch_origins=run.origins,
+            seed=run.spec.seed or 0,
+            staleness=run.spec.staleness or 0,
         )
         try:
             await worker.send(assign)
@@ -435,7 +450,8 @@ class Coordinator:
                     source = self.fleet.get(holder)
                     if source is None:
                         continue
-                    if await self.fleet.copy_blob(output.location, output.size, source, target, COPY_TIMEOUT, tag):
+                    timeout = copy_timeout(output.size)
+                    if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
                         output.holders.add(target.worker_id)
                         return ""
                 return f"blob {output.location} could not be copied from {', '.join(holders) or 'any worker'}"
@@ -477,6 +493,7 @@ class Coordinator:
             for o in message.outputs
         ]
         run.execution.done(task, outputs, message.emits, message.cpu_ms)
+        run.params.task_ended(task.group, task.rank)
         self.wake.set()
 
     def _check_outputs(self, run: Active, task: Task, outputs: list[p.TaskOutput]) -> str:
@@ -629,7 +646,9 @@ class Coordinator:
             if worker is not None and worker.run_id == run.run_id:
                 worker.run_id = None
         self.active.pop(run.run_id, None)
+        self.peers.run_ended(run)
         try:
+            await parameters.keep(run.run_id, run.params)
             await self.logs.flush()  # the whole log is there once the run shows as ended
             await self._store_end(run.run_id, state, reason, self._task_rows(run), outputs, execution.progress())
             await self._meter(run)

@@ -18,6 +18,7 @@ from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
 from appliance.jobs import codecs
+from appliance.jobs.access import run_row
 from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.sandbox_policy import allowed_origins, disallowed_urls
 from appliance.jobs.spec import JobSpec, ScriptError, extract_spec_async, validate_spec
@@ -219,7 +220,9 @@ async def start_run(
         )
     if spec.storage_type != "pmrfs":
         await _check_cloud_storage(actor, spec, appliance_origin)
+    # The run's seed (context.rng) is fixed here, so the spec the workers get names it.
     seed = spec.seed if spec.seed is not None else random.randrange(1 << 31)
+    spec = msgspec.structs.replace(spec, seed=seed)
     inserted = await Run.insert(
         Run(
             job=row["id"],
@@ -252,13 +255,6 @@ async def _check_cloud_storage(actor: Actor, spec: JobSpec, appliance_origin: st
         raise InvalidRequest(f'{problem} Use "Set CORS for workers" on the Cloud Data page.')
 
 
-async def _run_row(actor: Actor, run_id: int) -> dict:
-    row = await Run.select().where(Run.id == run_id).first()
-    if row is None or (row["owner"] != actor.user_id and not actor.is_admin):
-        raise NotFound(f"No run {run_id}.")
-    return row
-
-
 async def run_owner(run_id: int) -> int | None:
     """The account a run belongs to (billing charges a run's TURN relay bytes to it); None if unknown."""
     row = await Run.select(Run.owner).where(Run.id == run_id).first()
@@ -288,7 +284,7 @@ def _run_info(row: dict, emails: dict[int, str], coordinator: Coordinator) -> Ru
 
 
 async def get_run(actor: Actor, run_id: int, coordinator: Coordinator) -> RunInfo:
-    row = await _run_row(actor, run_id)
+    row = await run_row(actor, run_id)
     return _run_info(row, await _emails([row["owner"]]), coordinator)
 
 
@@ -306,7 +302,7 @@ async def list_runs(
 
 
 async def cancel_run(actor: Actor, run_id: int, coordinator: Coordinator) -> RunInfo:
-    row = await _run_row(actor, run_id)
+    row = await run_row(actor, run_id)
     if row["state"] not in ("queued", "running") or not await coordinator.cancel(run_id):
         raise Conflict(f"Run {run_id} is {row['state']}; only queued and running runs can be cancelled.")
     return await get_run(actor, run_id, coordinator)
@@ -325,7 +321,7 @@ async def run_logs(
     actor: Actor, run_id: int, *, source: str | None = None, after: int = 0, limit: int = 10_000
 ) -> list[tuple[int, LogLine]]:
     """Log lines of a run (optionally one worker's, or "coordinator"), oldest first, with their ids."""
-    await _run_row(actor, run_id)
+    await run_row(actor, run_id)
     query = RunLog.select().where((RunLog.run == run_id) & (RunLog.id > after)).order_by(RunLog.id).limit(limit)
     if source:
         query = query.where(RunLog.source == source)
@@ -333,7 +329,7 @@ async def run_logs(
 
 
 async def log_sources(actor: Actor, run_id: int) -> list[str]:
-    await _run_row(actor, run_id)
+    await run_row(actor, run_id)
     rows = await RunLog.select(RunLog.source).where(RunLog.run == run_id).distinct()
     return sorted({r["source"] for r in rows}, key=lambda s: (s != "coordinator", s))
 
@@ -355,7 +351,7 @@ class TaskInfo(msgspec.Struct, frozen=True):
 
 async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
     """Every task attempt of a finished run (the timeline per worker)."""
-    await _run_row(actor, run_id)
+    await run_row(actor, run_id)
     rows = await RunTask.select().where(RunTask.run == run_id).order_by(RunTask.started_at)
     return [
         TaskInfo(
@@ -377,7 +373,7 @@ async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
 
 
 async def output_groups(actor: Actor, run_id: int) -> list[str]:
-    row = await _run_row(actor, run_id)
+    row = await run_row(actor, run_id)
     spec = msgspec.json.decode(row["spec"], type=JobSpec)
     return [chr(ord("A") + i) for i in range(spec.group_count)]
 
@@ -389,7 +385,7 @@ async def run_output(
 
     ``read_cloud(key) -> bytes`` reads an object of the run owner's cloud bucket (s3 runs).
     """
-    row = await _run_row(actor, run_id)
+    row = await run_row(actor, run_id)
     if row["state"] != "succeeded":
         raise Conflict(f"Run {run_id} is {row['state']}; only a succeeded run has output.")
     if group not in await output_groups(actor, run_id):

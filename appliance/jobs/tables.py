@@ -1,6 +1,6 @@
 """Jobs tables: saved jobs, their runs, and what each run left behind (tasks, logs, outputs)."""
 
-from piccolo.columns import BigInt, ForeignKey, Integer, OnDelete, Text, Timestamptz, Varchar
+from piccolo.columns import BigInt, Bytea, ForeignKey, Integer, OnDelete, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from appliance.accounts.tables import User
@@ -77,6 +77,19 @@ class RunOutput(Table, tablename="jobs_output"):
     size = BigInt()
     records = BigInt()
     content_type = Varchar(length=40)
+
+
+class RunParameter(Table, tablename="jobs_parameter"):
+    """A parameter-server value as the run left it (written when the run ends, downloadable after)."""
+
+    run = ForeignKey(Run, on_delete=OnDelete.cascade, null=False, index=True)
+    group = Varchar(length=1)
+    key = Varchar(length=200)
+    dtype = Varchar(length=8)
+    length = BigInt()
+    version = BigInt()
+    # Little-endian values, as the workers sent them.
+    value = Bytea()
 
 
 class SandboxPolicy(Table, tablename="jobs_sandbox_policy"):

@@ -249,6 +249,12 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("POST", "/api/v1/runs/{run_id:int}/cancel"): ("/api/v1/runs/999999/cancel", {"json": {}}, api_coordinators(404)),
     ("GET", "/api/v1/runs/{run_id:int}/output"): ("/api/v1/runs/999999/output", {}, api_coordinators(404)),
     ("GET", "/api/v1/runs/{run_id:int}/logs"): ("/api/v1/runs/999999/logs", {}, api_coordinators(404)),
+    ("GET", "/api/v1/runs/{run_id:int}/parameters"): ("/api/v1/runs/999999/parameters", {}, api_coordinators(404)),
+    ("GET", "/api/v1/runs/{run_id:int}/parameters/{group:str}/{key:path}"): (
+        "/api/v1/runs/999999/parameters/A/w",
+        {},
+        api_coordinators(404),
+    ),
     # A run's sandbox script: only for browsers of an account holding one of its ranks while it runs.
     ("GET", "/worker/runs/{run_id:int}/sandbox.js"): (
         "/worker/runs/999999/sandbox.js",

@@ -1,0 +1,14 @@
+"""Who may see a run: its owner and admins (everyone else is told there is no such run)."""
+
+from __future__ import annotations
+
+from appliance.accounts.actor import Actor
+from appliance.errors import NotFound
+from appliance.jobs.tables import Run
+
+
+async def run_row(actor: Actor, run_id: int) -> dict:
+    row = await Run.select().where(Run.id == run_id).first()
+    if row is None or (row["owner"] != actor.user_id and not actor.is_admin):
+        raise NotFound(f"No run {run_id}.")
+    return row

@@ -1,0 +1,73 @@
+"""Parameter-server values after the run: kept when it ends, listed and downloaded through the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from appliance.accounts.actor import Actor
+from appliance.errors import NotFound
+from appliance.jobs.access import run_row
+from appliance.jobs.paramserver import DTYPES, ParameterServer
+from appliance.jobs.tables import RunParameter
+
+
+@dataclass
+class ParameterInfo:
+    group: str
+    key: str
+    dtype: str
+    length: int
+    version: int
+
+
+async def keep(run_id: int, params: ParameterServer | None) -> None:
+    """Write the run's values (every outcome keeps them: a failed run's are a checkpoint)."""
+    if params is None or not params.values:
+        return
+    rows = [
+        RunParameter(
+            run=run_id,
+            group=group,
+            key=key,
+            dtype=value.dtype,
+            length=int(value.value.size),
+            version=value.version,
+            value=value.value.tobytes(),
+        )
+        for (group, key), value in sorted(params.values.items())
+    ]
+    async with RunParameter._meta.db.transaction():
+        await RunParameter.delete().where(RunParameter.run == run_id)
+        await RunParameter.insert(*rows)
+
+
+async def list_parameters(actor: Actor, run_id: int) -> list[ParameterInfo]:
+    await run_row(actor, run_id)
+    rows = (
+        await RunParameter.select(
+            RunParameter.group, RunParameter.key, RunParameter.dtype, RunParameter.length, RunParameter.version
+        )
+        .where(RunParameter.run == run_id)
+        .order_by(RunParameter.group)
+        .order_by(RunParameter.key)
+    )
+    return [ParameterInfo(r["group"], r["key"], r["dtype"], r["length"], r["version"]) for r in rows]
+
+
+async def parameter_value(actor: Actor, run_id: int, group: str, key: str) -> tuple[str, bytes]:
+    """(dtype, little-endian bytes) of one value."""
+    await run_row(actor, run_id)
+    row = (
+        await RunParameter.select(RunParameter.dtype, RunParameter.value)
+        .where((RunParameter.run == run_id) & (RunParameter.group == group) & (RunParameter.key == key))
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"Run {run_id} has no parameter {key!r} in group {group} (values are kept when a run ends).")
+    return row["dtype"], bytes(row["value"])
+
+
+def as_list(dtype: str, data: bytes) -> list:
+    return np.frombuffer(data, dtype=DTYPES[dtype]).tolist()
