@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -165,9 +166,12 @@ def test_word_count_with_the_cli_equals_counter(appliance, workers, token, texts
     script = tmp_path / "wordcount.js"
     script.write_text(wordcount_script(data_server.origin))
     out = tmp_path / "out.jsonl"
-    result = run_cli(
-        "job", "run", str(script), "--server", appliance.url, "--token", token, "--wait", "--output", str(out)
-    )
+    try:
+        result = run_cli(
+            "job", "run", str(script), "--server", appliance.url, "--token", token, "--wait", "--output", str(out)
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the CLI did not finish: {exc.stderr}\n{appliance.log()[-6000:]}") from None
     assert result.returncode == 0, result.stderr + appliance.log()[-3000:]
     assert "succeeded" in result.stderr
     counted = dict(json.loads(line) for line in out.read_text().splitlines())
