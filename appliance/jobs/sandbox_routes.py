@@ -23,8 +23,13 @@ from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.coordinator import Active
 from appliance.jobs.sandbox_policy import content_security_policy, origin_of
 
-# Versioned, so browsers fetch the runtime again after an upgrade (codecs.js first: sandbox.js uses it).
-RUNTIME = [f"/static/worker/codecs.js?v={__version__}", f"/static/worker/sandbox.js?v={__version__}"]
+# Versioned, so browsers fetch the runtime again after an upgrade (codecs.js and collectives.js
+# first: sandbox.js uses them).
+RUNTIME = [
+    f"/static/worker/codecs.js?v={__version__}",
+    f"/static/worker/collectives.js?v={__version__}",
+    f"/static/worker/sandbox.js?v={__version__}",
+]
 
 
 def sandbox_script(run: Active) -> str:

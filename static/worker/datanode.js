@@ -1,11 +1,39 @@
 // PMRFS datanode: this tab stores blobs in IndexedDB and moves them when the appliance asks.
 // Browser <-> appliance traffic uses HTTP (with a per-transfer grant in the URL the appliance
 // gives); browser <-> browser traffic uses a WebRTC data channel, signaled through the appliance
-// and only for transfers it arranged. Every blob is verified by SHA-256 where it lands.
+// and only for transfers (and peer links, static/worker/peers.js) it arranged. Every blob is
+// verified by SHA-256 where it lands.
 import {sha256Hex} from './sha256.js';
 
 const CHUNK = 64 * 1024;          // data channel message size every browser accepts
 const HIGH_WATER = 4 * 1024 * 1024;
+const OPEN_TIMEOUT_MS = 20_000;   // a channel not open by then will not open: fail fast
+const EXPECT_MS = 120_000;        // how long an arranged channel may take to arrive
+const EARLY_MS = 10_000;          // and how long one that came before the appliance's word of it waits
+
+// Bytes in CHUNK messages, waiting while the channel's buffer is above HIGH_WATER.
+export async function sendChunked(channel, bytes) {
+  for (let offset = 0; offset < bytes.byteLength; offset += CHUNK) {
+    if (channel.bufferedAmount > HIGH_WATER) await drained(channel);
+    if (channel.readyState !== 'open') throw new Error('the data channel closed');
+    channel.send(new Uint8Array(bytes, offset, Math.min(CHUNK, bytes.byteLength - offset)));
+  }
+}
+
+function drained(channel) {
+  return new Promise(resolve => {
+    const done = () => {
+      channel.removeEventListener('bufferedamountlow', done);
+      channel.removeEventListener('close', done);
+      resolve();
+    };
+    channel.addEventListener('bufferedamountlow', done);
+    channel.addEventListener('close', done);
+  });
+}
+
+const failure = (transferId, sha256, e) =>
+  ({type: 'blob-failed', transferId, sha256, reason: String(e.message || e).slice(0, 200)});
 
 export class DataNode {
   constructor({getStore, send, iceServers, onChange}) {
@@ -16,8 +44,9 @@ export class DataNode {
     this.outgoing = new Map();      // peer worker id -> the connection this tab opened to it
     this.incoming = new Map();      // peer worker id -> the connection it opened to this tab
     this.signaling = new Map();     // transferId -> the connection its signals are for
-    this.expected = new Map();      // transferId -> {sha256, size, from} of a blob to receive
+    this.expected = new Map();      // transferId -> {from, label, accept(channel)} of a channel to receive
     this.early = new Map();         // transferId -> candidates that came before the offer
+    this.unclaimed = new Map();     // transferId -> {channel, from, messages} that came before expect()
   }
 
   async handle(message) {
@@ -89,7 +118,7 @@ export class DataNode {
       const expected = this.expected.get(transferId);
       if (!expected) return;
       pc = this.connect(transferId);
-      pc.ondatachannel = ({channel}) => this.receiveChannel(channel);
+      pc.ondatachannel = ({channel}) => this.receiveChannel(channel, expected.from);
       this.incoming.get(expected.from)?.close();
       this.incoming.set(expected.from, pc);
       for (const candidate of this.early.get(transferId) || []) (pc.pendingCandidates ||= []).push(candidate);
@@ -114,51 +143,120 @@ export class DataNode {
     }
   }
 
+  // A data channel to a peer worker, on this tab's connection to it or on a new one signaled under
+  // `id`; resolves once open. A new connection that never connects is dropped (and closed), so
+  // the next channel to that worker starts afresh.
+  openChannel(to, id, label) {
+    let pc = this.outgoing.get(to);
+    const fresh = !this.usable(pc);
+    if (fresh) {
+      pc = this.connect(id);
+      this.outgoing.set(to, pc);
+    }
+    const channel = pc.createDataChannel(label, {ordered: true});
+    channel.binaryType = 'arraybuffer';
+    channel.bufferedAmountLowThreshold = HIGH_WATER / 2;
+    const opened = new Promise((resolve, reject) => {
+      let settled = false;
+      const fail = reason => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        channel.close();
+        if (pc.connectionState !== 'connected') {
+          if (this.outgoing.get(to) === pc) this.outgoing.delete(to);
+          pc.close();
+        }
+        reject(new Error(reason));
+      };
+      const timer = setTimeout(() => fail(`the data channel did not open within ${OPEN_TIMEOUT_MS / 1000} s`), OPEN_TIMEOUT_MS);
+      channel.addEventListener('open', () => {
+        settled = true;
+        clearTimeout(timer);
+        resolve(channel);
+      }, {once: true});
+      channel.addEventListener('error', () => fail('the data channel failed before it opened'), {once: true});
+      channel.addEventListener('close', () => fail('the data channel closed before it opened'), {once: true});
+      if (fresh) this.offer(pc, id).catch(e => fail(`could not offer a connection: ${e.message || e}`));
+    });
+    return opened;
+  }
+
+  async offer(pc, id) {
+    await pc.setLocalDescription(await pc.createOffer());
+    this.send({type: 'signal', transferId: id, data: {sdp: pc.localDescription.toJSON()}});
+  }
+
+  // A channel labelled `label` that `from` will open under the arranged `id` (with an offer under
+  // that id when it needs a new connection) goes to accept(channel).
+  expect(id, from, label, accept) {
+    const early = this.unclaimed.get(id);
+    if (early) {
+      this.unclaimed.delete(id);
+      this.claim(early.channel, early.from, {from, label, accept});
+      for (const data of early.messages) early.channel.dispatchEvent(new MessageEvent('message', {data}));
+      return;
+    }
+    this.expected.set(id, {from, label, accept});
+    setTimeout(() => { this.expected.delete(id); this.signaling.delete(id); }, EXPECT_MS);
+  }
+
+  // A channel `from` opened on its connection to this tab.
+  receiveChannel(channel, from) {
+    channel.binaryType = 'arraybuffer';
+    const id = channel.label.slice(channel.label.indexOf(':') + 1);
+    const expected = this.expected.get(id);
+    if (expected) {
+      this.expected.delete(id);
+      this.claim(channel, from, expected);
+      return;
+    }
+    // On an existing connection a channel can overtake the appliance's word of it: keep it (and
+    // what it carries) a while.
+    const early = {channel, from, messages: []};
+    channel.onmessage = ({data}) => early.messages.push(data);
+    this.unclaimed.set(id, early);
+    setTimeout(() => {
+      if (this.unclaimed.get(id) !== early) return;
+      this.unclaimed.delete(id);
+      channel.close();
+    }, EARLY_MS);
+  }
+
+  claim(channel, from, expected) {
+    if (from !== expected.from || channel.label !== expected.label) channel.close();  // not what was arranged
+    else expected.accept(channel);
+  }
+
   async sendToPeer({transferId, sha256, to}) {
     const bytes = await this.getStore().get(sha256);
     if (!bytes) {
       this.send({type: 'blob-failed', transferId, sha256, reason: 'missing'});
       return;
     }
-    let pc = this.outgoing.get(to);
-    const fresh = !this.usable(pc);
-    if (fresh) {
-      pc = this.connect(transferId);
-      this.outgoing.set(to, pc);
-    }
-    const channel = pc.createDataChannel(`blob:${transferId}`, {ordered: true});
-    channel.binaryType = 'arraybuffer';
-    channel.bufferedAmountLowThreshold = HIGH_WATER / 2;
-    channel.onopen = async () => {
-      for (let offset = 0; offset < bytes.byteLength; offset += CHUNK) {
-        if (channel.bufferedAmount > HIGH_WATER) {
-          await new Promise(resolve => { channel.onbufferedamountlow = resolve; });
-        }
-        channel.send(bytes.slice(offset, offset + CHUNK));
-      }
+    try {
+      const channel = await this.openChannel(to, transferId, `blob:${transferId}`);
+      await sendChunked(channel, bytes);
       channel.send('end');
-      this.send({type: 'transfer-bytes', transferId, bytes: bytes.byteLength});
-    };
-    if (fresh) {
-      await pc.setLocalDescription(await pc.createOffer());
-      this.send({type: 'signal', transferId, data: {sdp: pc.localDescription.toJSON()}});
+    } catch (e) {
+      this.send(failure(transferId, sha256, e));
+      return;
     }
+    this.send({type: 'transfer-bytes', transferId, bytes: bytes.byteLength});
   }
 
   receiveFromPeer({transferId, sha256, size, from}) {
     // The data arrives on a channel labelled with the transfer, on a new or an existing connection.
-    this.expected.set(transferId, {sha256, size, from});
-    setTimeout(() => { this.expected.delete(transferId); this.signaling.delete(transferId); }, 120_000);
+    this.expect(transferId, from, `blob:${transferId}`, channel => this.receiveBlob(channel, transferId, sha256, size));
   }
 
-  receiveChannel(channel) {
-    const transferId = channel.label.replace(/^blob:/, '');
-    const expected = this.expected.get(transferId);
-    if (!expected) { channel.close(); return; }  // nothing was arranged under this name
-    const {sha256, size} = expected;
-    channel.binaryType = 'arraybuffer';
+  receiveBlob(channel, transferId, sha256, size) {
     const buffer = new Uint8Array(size);
     let received = 0;
+    let ended = false;
+    channel.onclose = () => {
+      if (!ended) this.send(failure(transferId, sha256, `the data channel closed after ${received} of ${size} bytes`));
+    };
     channel.onmessage = async ({data}) => {
       if (typeof data !== 'string') {
         if (received + data.byteLength > size) { channel.close(); return; }  // more than announced: refuse
@@ -166,14 +264,14 @@ export class DataNode {
         received += data.byteLength;
         return;
       }
-      this.expected.delete(transferId);
+      ended = true;
       this.send({type: 'transfer-bytes', transferId, bytes: received});
       try {
         if (received !== size) throw new Error(`short transfer: ${received} of ${size} bytes`);
         await this.verifyAndStore(sha256, buffer.buffer);
         this.send({type: 'blob-stored', transferId, sha256, size});
       } catch (e) {
-        this.send({type: 'blob-failed', transferId, sha256, reason: String(e.message || e).slice(0, 200)});
+        this.send(failure(transferId, sha256, e));
       }
       channel.close();
     };

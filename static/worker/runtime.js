@@ -2,6 +2,7 @@
 // Protocol: docs/protocol.md ("Worker WebSocket").
 import {BlobStore} from './blobstore.js';
 import {DataNode} from './datanode.js';
+import {Peers, decodeFrame, encodeFrame} from './peers.js';
 import {TaskRunner} from './tasks.js';
 
 const ID_KEY = 'peermr-worker-id';
@@ -76,6 +77,11 @@ function send(message) {
   if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
 }
 
+// A binary frame: a JSON header and its payload's bytes (parameter-server values).
+function sendBinary(header, payload) {
+  if (socket?.readyState === WebSocket.OPEN) socket.send(encodeFrame(header, payload));
+}
+
 const handlers = {
   welcome(m) {
     iceServers = m.iceServers;
@@ -138,19 +144,23 @@ function setState(value) {
 async function connect() {
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   socket = new WebSocket(`${scheme}//${location.host}/ws/worker`);
+  socket.binaryType = 'arraybuffer';
   show(attempts ? `reconnecting (attempt ${attempts + 1})…` : 'connecting…', 'status-connecting');
   socket.onopen = async () => {
     send({type: 'hello', id: nextId++, workerId, capabilities: await capabilities(), blobs: await store.keys()});
   };
   socket.onmessage = event => {
-    let message;
-    try { message = JSON.parse(event.data); } catch { return; }
+    let message, payload;
+    try {
+      if (typeof event.data === 'string') message = JSON.parse(event.data);
+      else ({header: message, payload} = decodeFrame(event.data));
+    } catch { return; }
     if (handlers[message.type]) handlers[message.type](message);
     else if (message.type.startsWith('task-')) {
       if (message.type === 'task-assign') state.tasksStarted++;
       tasks.handle(message).catch(e => console.error('task', message.type, e));
     }
-    else datanode.handle(message).catch(e => console.error('datanode', message.type, e));
+    else if (!peers.handle(message, payload)) datanode.handle(message).catch(e => console.error('datanode', message.type, e));
   };
   socket.onclose = () => {
     state.connected = false;
@@ -191,11 +201,13 @@ const datanode = new DataNode({
   iceServers: () => iceServers,
   onChange: () => refreshStored(),
 });
+const peers = new Peers({getStore: () => store, send, sendBinary, datanode});
 const tasks = new TaskRunner({
   getStore: () => store,
   send,
   onBusy: busy => state.state !== 'paused' && setState(busy ? 'busy' : 'idle'),
   onChange: () => refreshStored(),
+  peers,
 });
 $('worker-id').textContent = workerId;
 await refreshStored();

@@ -14,6 +14,14 @@
 //                    {type: 'output', partition, data (transferred), records}            (pmrfs)
 //                    {type: 'output', partition, key, size, records}                     (s3, after its PUT)
 //                    {type: 'done', emits, cpuMs}, {type: 'failed', error, stack}
+// Ranks of a stage talk through the page (payloads encoded by static/worker/collectives.js):
+//   sandbox -> page  {type: 'peer-send', id, rank, tag, data (transferred), direct?}  (direct, or pmrfs)
+//                    {type: 'peer-put-url', id, rank, tag}, then {type: 'peer-send', id, rank, tag, key, size}  (s3)
+//                    {type: 'peer-receive', id, rank, tag}                               (indirect)
+//                    {type: 'ps', id, op: write|update|read|clock, key, dtype, data, fn, version}
+//   page -> sandbox  {type: 'peer-sent', id, error?}, {type: 'peer-put-url', id, url, key, error?},
+//                    {type: 'peer-message', id, data | url | error}, {type: 'ps-reply', id, error?, dtype, data, clock, version},
+//                    {type: 'peer-direct', rank, tag, data}, {type: 'peer-lost', rank, reason}
 // A classic script: workers started with `new Worker(url)` cannot use modules with importScripts.
 (function () {
   'use strict';
@@ -23,12 +31,15 @@
   const originalFetch = scope.fetch.bind(scope);
   const post = scope.postMessage.bind(scope);
   const later = scope.setTimeout.bind(scope);
+  const cancelLater = scope.clearTimeout.bind(scope);
   const clock = performance.now.bind(performance);
   const hasOwn = Object.hasOwn;
 
-  // The served script may load a versioned codecs.js first (importScripts(codecs, sandbox)).
+  // The served script may load versioned codecs.js and collectives.js first (importScripts(codecs, collectives, sandbox)).
   if (!scope.peermrCodecs) originalImportScripts('/static/worker/codecs.js');
+  if (!scope.peermrCollectives) originalImportScripts('/static/worker/collectives.js');
   const codecs = scope.peermrCodecs;
+  const collectives = scope.peermrCollectives;
 
   const AUTO_FLUSH_BYTES = 32 * 1024 * 1024;
   const PROGRESS_MS = 250;
@@ -45,8 +56,8 @@
   let definition = null;
   let task = null;         // the running task (one per sandbox)
   let logLines = 0;
-  let nextPutId = 1;
-  const putReplies = new Map();  // need-put-url id -> resolve
+  let nextRequestId = 1;
+  const replies = new Map();  // request id -> resolve(the page's reply)
 
   // --- the seal ------------------------------------------------------------------------------------
 
@@ -140,7 +151,7 @@
 
   // --- failures ------------------------------------------------------------------------------------
 
-  const OUR_FRAME = /\/static\/worker\/(sandbox|codecs)\.js/;
+  const OUR_FRAME = /\/static\/worker\/(sandbox|codecs|collectives)\.js/;
 
   // The stack without this runtime's frames, when some frame of job code is left.
   function jobStack(stack) {
@@ -169,6 +180,28 @@
     fail(event.reason);
   });
 
+  // --- requests to the page ------------------------------------------------------------------------
+
+  // A message the page answers with the same id: reply resolves with the answer.
+  function request(message, transfer = []) {
+    const id = nextRequestId++;
+    const reply = new Promise(resolve => replies.set(id, resolve));
+    post({...message, id}, transfer);
+    return {id, reply};
+  }
+
+  // The promise, or "<what> timed out after <timeout> ms" (then onTimeout()) if it takes longer.
+  function timeLimit(promise, timeout, what, onTimeout) {
+    let timer;
+    const expired = new Promise((_, reject) => {
+      timer = later(() => {
+        onTimeout();
+        reject(new Error(`${what} timed out after ${timeout} ms`));
+      }, timeout);
+    });
+    return Promise.race([promise, expired]).finally(() => cancelLater(timer));
+  }
+
   // --- output --------------------------------------------------------------------------------------
 
   // At most every PROGRESS_MS while emits change; the last count follows once they stop.
@@ -193,11 +226,7 @@
   }
 
   async function upload(partition, bytes) {
-    const id = nextPutId++;
-    const reply = await new Promise(resolve => {
-      putReplies.set(id, resolve);
-      post({type: 'need-put-url', id, partition});
-    });
+    const reply = await request({type: 'need-put-url', partition}).reply;
     if (!reply.url) throw new Error(`no upload URL for partition ${partition}${reply.error ? `: ${reply.error}` : ''}`);
     const response = await originalFetch(reply.url, {method: 'PUT', body: bytes, credentials: 'omit'});
     if (!response.ok) throw new Error(`upload of partition ${partition} failed: HTTP ${response.status}`);
@@ -247,6 +276,185 @@
     return task.finishing;
   }
 
+  // --- peer messages -------------------------------------------------------------------------------
+
+  const PEER_TIMEOUT_MS = 600_000;
+  const MAX_TIMEOUT_MS = 2 ** 31 - 1;  // setTimeout's
+  const MAX_TAG = 200;
+  // Direct messages (and those a rank sends itself) by [rank, tag]: not yet received, and receives waiting.
+  const mailbox = new Map();
+  const waiting = new Map();
+  const mailKey = (rank, tag) => JSON.stringify([rank, tag]);
+
+  function checkPeer(what, rank, tag) {
+    const ranks = task.spec.workerCount;
+    if (!(Number.isInteger(rank) && rank >= 0 && rank < ranks)) {
+      throw new RangeError(`${what}: ${rank} is not a rank of this stage (0 to ${ranks - 1})`);
+    }
+    if (typeof tag !== 'string' || !tag.length || tag.length > MAX_TAG || tag[0] === '\u0000') {
+      throw new TypeError(`${what}: the tag must be a string of 1 to ${MAX_TAG} characters, not starting with U+0000`);
+    }
+  }
+
+  function deliverDirect(rank, tag, data) {
+    const key = mailKey(rank, tag);
+    const receivers = waiting.get(key);
+    if (receivers) {
+      const receiver = receivers.shift();
+      if (!receivers.length) waiting.delete(key);
+      receiver.resolve(data);
+    } else if (mailbox.has(key)) {
+      mailbox.get(key).push(data);
+    } else {
+      mailbox.set(key, [data]);
+    }
+  }
+
+  function receiveDirect(rank, tag, timeout, what) {
+    const key = mailKey(rank, tag);
+    const queued = mailbox.get(key);
+    if (queued) {
+      const data = queued.shift();
+      if (!queued.length) mailbox.delete(key);
+      return Promise.resolve(data);
+    }
+    let receiver;
+    const arrived = new Promise((resolve, reject) => { receiver = {rank, what, resolve, reject}; });
+    if (waiting.has(key)) waiting.get(key).push(receiver);
+    else waiting.set(key, [receiver]);
+    return timeLimit(arrived, timeout, what, () => forget(key, receiver));
+  }
+
+  function forget(key, receiver) {
+    const receivers = waiting.get(key) || [];
+    const at = receivers.indexOf(receiver);
+    if (at >= 0) receivers.splice(at, 1);
+    if (!receivers.length) waiting.delete(key);
+  }
+
+  // A rank's worker is gone: every collective under way and every direct receive from it fail
+  // (the collectives first, so their errors name them). Indirect receives wait for its replacement.
+  function peerLost(rank, reason) {
+    task.collectives.peerLost(rank, reason);
+    for (const [key, receivers] of waiting) {
+      for (const receiver of receivers.filter(r => r.rank === rank)) {
+        forget(key, receiver);
+        receiver.reject(new collectives.PeerLostError(rank, task.spec.group, receiver.what, reason));
+      }
+    }
+  }
+
+  function sent(what, reply) {
+    if (reply.error) throw new Error(`${what} failed: ${reply.error}`);
+  }
+
+  // Encoded at once: the sender may change its data as soon as the call returns.
+  async function sendPeer(rank, tag, value, direct, what) {
+    const data = collectives.encodePayload(value);
+    if (rank === task.spec.rank) return deliverDirect(rank, tag, data);
+    if (direct || task.spec.storage !== 's3') {
+      return sent(what, await request({type: 'peer-send', rank, tag, data, direct: Boolean(direct)}, [data]).reply);
+    }
+    const target = await request({type: 'peer-put-url', rank, tag}).reply;
+    if (!target.url) throw new Error(`${what}: no upload URL${target.error ? `: ${target.error}` : ''}`);
+    const response = await originalFetch(target.url, {method: 'PUT', body: data, credentials: 'omit'});
+    if (!response.ok) throw new Error(`${what}: the upload failed: HTTP ${response.status}`);
+    sent(what, await request({type: 'peer-send', rank, tag, key: target.key, size: data.byteLength}).reply);
+  }
+
+  async function receivePeer(rank, tag, direct, timeout, what) {
+    if (direct || rank === task.spec.rank) return collectives.decodePayload(await receiveDirect(rank, tag, timeout, what));
+    const {id, reply} = request({type: 'peer-receive', rank, tag});
+    const message = await timeLimit(reply, timeout, what, () => replies.delete(id));
+    if (message.error) throw new Error(`${what} failed: ${message.error}`);
+    if (!message.url) return collectives.decodePayload(message.data);
+    const response = await originalFetch(message.url, {credentials: 'omit'});
+    if (!response.ok) throw new Error(`${what}: the download failed: HTTP ${response.status}`);
+    return collectives.decodePayload(await response.arrayBuffer());
+  }
+
+  // --- parameter server ----------------------------------------------------------------------------
+
+  const DTYPES = {
+    float32: Float32Array, float64: Float64Array, int8: Int8Array, int16: Int16Array, int32: Int32Array,
+    uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array,
+  };
+  const PS_FUNCTIONS = ['add', 'max', 'min', 'mul', 'replace'];  // the appliance applies these itself
+  const MAX_PS_VALUE = 64 * 1024 * 1024;
+  const psFunctions = new Map();  // context.ps.register(name, fn)
+
+  function dtypeOf(what, value) {
+    if (value instanceof Uint8ClampedArray) return 'uint8';
+    for (const [dtype, type] of Object.entries(DTYPES)) if (value instanceof type) return dtype;
+    throw new TypeError(`${what}: values are typed arrays (${Object.values(DTYPES).map(type => type.name).join(', ')})`);
+  }
+
+  // The page's reply, an error included.
+  function psRequest(what, op, key, value, fields = {}) {
+    if (!(typeof key === 'string' && key.length && key.length <= MAX_TAG)) {
+      throw new TypeError(`${what}: the key must be a string of 1 to ${MAX_TAG} characters`);
+    }
+    const message = {type: 'ps', op, key, ...fields};
+    if (value === undefined) return request(message).reply;
+    const dtype = dtypeOf(what, value);
+    if (value.byteLength > MAX_PS_VALUE) throw new RangeError(`${what}: values are at most 64 MiB`);
+    const data = value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength);
+    return request({...message, dtype, data}, [data]).reply;
+  }
+
+  function psResult(what, reply) {
+    if (reply.error) throw new Error(`${what} failed: ${reply.error}`);
+    return reply;
+  }
+
+  function psValue(what, reply) {
+    if (!hasOwn(DTYPES, reply.dtype) || !(reply.data instanceof ArrayBuffer)) throw new Error(`${what}: the appliance sent no value`);
+    return new DTYPES[reply.dtype](reply.data);
+  }
+
+  // A registered update function: read, apply, write unless the version changed meanwhile, else
+  // again. A missing key (its read fails) starts from the delta, written if still at version 0.
+  async function readModifyWrite(what, key, delta, fn) {
+    dtypeOf(what, delta);
+    for (;;) {
+      const current = await psRequest(what, 'read', key);
+      const next = current.error ? delta : await fn(psValue(what, current), delta);
+      const written = await psRequest(what, 'write', key, next, {version: current.error ? 0 : current.version});
+      if (written.error === 'version') continue;
+      return psResult(what, written.error && current.error ? current : written).version;
+    }
+  }
+
+  const ps = Object.freeze({
+    async write(key, value) {
+      const what = `context.ps.write('${key}')`;
+      return psResult(what, await psRequest(what, 'write', key, value)).version;
+    },
+    async read(key) {
+      const what = `context.ps.read('${key}')`;
+      return psValue(what, psResult(what, await psRequest(what, 'read', key)));
+    },
+    async update(key, delta, fnName = 'add') {
+      const what = `context.ps.update('${key}', ${fnName})`;
+      if (PS_FUNCTIONS.includes(fnName)) return psResult(what, await psRequest(what, 'update', key, delta, {fn: fnName})).version;
+      const fn = psFunctions.get(fnName);
+      if (!fn) {
+        const registered = [...psFunctions.keys()].join(', ') || 'none';
+        throw new TypeError(`${what}: no update function ${fnName} (built in: ${PS_FUNCTIONS.join(', ')}; registered: ${registered})`);
+      }
+      return readModifyWrite(what, key, delta, fn);
+    },
+    register(name, fn) {
+      if (typeof name !== 'string' || !name || PS_FUNCTIONS.includes(name) || typeof fn !== 'function') {
+        throw new TypeError('context.ps.register(name, fn) needs a name other than the built-in ones and a function (value, delta) -> new value');
+      }
+      psFunctions.set(name, fn);
+    },
+    async clock() {
+      return psResult('context.ps.clock()', await request({type: 'ps', op: 'clock'}).reply).clock;
+    },
+  });
+
   // --- context -------------------------------------------------------------------------------------
 
   function makeContext(spec) {
@@ -266,6 +474,27 @@
         }
         post({type: 'worker-timeout', seconds});
       },
+      async sendToRank(rank, tag, data, {direct = false} = {}) {
+        const what = `sendToRank(${rank}, '${tag}')`;
+        checkPeer(what, rank, tag);
+        await sendPeer(rank, tag, data, direct, what);
+      },
+      async receiveFromRank(rank, tag, {direct = false, timeout = PEER_TIMEOUT_MS} = {}) {
+        const what = `receiveFromRank(${rank}, '${tag}')`;
+        checkPeer(what, rank, tag);
+        if (!(typeof timeout === 'number' && timeout > 0 && timeout <= MAX_TIMEOUT_MS)) {
+          throw new RangeError(`${what}: the timeout is a number of milliseconds above 0, at most ${MAX_TIMEOUT_MS}`);
+        }
+        return receivePeer(rank, tag, direct, timeout, what);
+      },
+      barrier: tag => task.collectives.barrier(tag),
+      broadcast: (root, data, tag) => task.collectives.broadcast(root, data, tag),
+      allReduce: (array, op, tag) => task.collectives.allReduce(array, op, tag),
+      allGather: (data, tag) => task.collectives.allGather(data, tag),
+      ps,
+      shard: items => collectives.shard(items, spec.rank, spec.workerCount),
+      // A new generator at each call: the same numbers for the same stream (0 unless given).
+      rng: (stream = 0) => collectives.rng(spec.seed ?? 0, spec.group, spec.rank, stream),
       getWebAssemblyURL(name) {
         const wasm = spec.wasm || {};
         if (!hasOwn(wasm, name)) {
@@ -369,19 +598,30 @@
       lastProgress: -Infinity, progressTimer: null,
     };
     allowedOrigins = [...new Set([scope.location.origin, ...(spec.fetchOrigins || [])])];
+    task.collectives = collectives.create({
+      rank: spec.rank, ranks: spec.workerCount, group: spec.group,
+      send: (rank, tag, value, during) => sendPeer(rank, tag, value, true, during),
+      receive: (rank, tag, during) => receivePeer(rank, tag, true, PEER_TIMEOUT_MS, during),
+    });
     scope.context = makeContext(spec);
     run(inputs).catch(fail);
   }
+
+  const REPLIES = new Set(['put-url', 'peer-sent', 'peer-put-url', 'peer-message', 'ps-reply']);
 
   scope.addEventListener('message', event => {
     if (!event.isTrusted) return;  // only the page, not job code dispatching events
     const message = event.data;
     if (message?.type === 'run') {
       start(message.task, message.inputs);
-    } else if (message?.type === 'put-url') {
-      const resolve = putReplies.get(message.id);
-      putReplies.delete(message.id);
+    } else if (REPLIES.has(message?.type)) {
+      const resolve = replies.get(message.id);
+      replies.delete(message.id);
       resolve?.(message);
+    } else if (message?.type === 'peer-direct' && task) {
+      deliverDirect(message.rank, message.tag, message.data);
+    } else if (message?.type === 'peer-lost' && task) {
+      peerLost(message.rank, message.reason);
     }
   });
 

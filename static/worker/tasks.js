@@ -4,7 +4,8 @@
 //   server -> page  task-assign, task-cancel, task-put-url-reply
 //   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
 // pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
-// SHA-256 before task-done names them.
+// SHA-256 before task-done names them. The sandbox's peer messages and parameter-server requests,
+// once checked here (job code sends them), go to static/worker/peers.js.
 import {sha256Hex} from './sha256.js';
 
 const MAX_TEXT = 2000;
@@ -17,16 +18,52 @@ const LOG_DELAY_MS = 200;              // a line waits at most this long for oth
 const MAX_LOG_LINES = 10000;           // per task; the rest are dropped, with a note
 const PROGRESS_MS = 500;               // task-progress at most twice a second
 const LEVELS = new Set(['info', 'warn', 'error']);
+const MAX_NAME = 200;                  // peer message tags and parameter keys
+const MAX_DIRECT = 256 * 1024 * 1024;  // a direct message (what a receiving page keeps)
+const MAX_PS_VALUE = 64 * 1024 * 1024;
+const DTYPE_BYTES = {float32: 4, float64: 8, int8: 1, int16: 2, int32: 4, uint8: 1, uint16: 2, uint32: 4};
+const PS_UPDATES = ['add', 'max', 'min', 'mul', 'replace'];
 
 const isCount = n => Number.isSafeInteger(n) && n >= 0;
+const isName = s => typeof s === 'string' && s.length >= 1 && s.length <= MAX_NAME;
+
+// What is wrong with a peer or parameter-server request of the sandbox, or ''.
+function peerRequestProblem(spec, m) {
+  if (!isCount(m.id)) return 'no request id';
+  if (m.type === 'ps') {
+    if (m.op === 'clock') return '';
+    if (!['read', 'write', 'update'].includes(m.op)) return `unknown op ${JSON.stringify(m.op)}`;
+    if (!isName(m.key)) return `the key is not a string of 1 to ${MAX_NAME} characters`;
+    if (m.op === 'read') return '';
+    const bytes = DTYPE_BYTES[m.dtype];
+    if (!Object.hasOwn(DTYPE_BYTES, m.dtype) || !(m.data instanceof ArrayBuffer) || m.data.byteLength % bytes) return 'no value of a known dtype';
+    if (m.data.byteLength > MAX_PS_VALUE) return 'a value over 64 MiB';
+    if (m.op === 'update' && !PS_UPDATES.includes(m.fn)) return `unknown update ${JSON.stringify(m.fn)}`;
+    if (m.op === 'write' && m.version !== undefined && !isCount(m.version)) return 'the version is not a count';
+    return '';
+  }
+  if (!(Number.isInteger(m.rank) && m.rank >= 0 && m.rank < spec.workerCount && m.rank !== spec.rank)) {
+    return `${m.rank} is not another rank of this stage`;
+  }
+  if (!isName(m.tag)) return `the tag is not a string of 1 to ${MAX_NAME} characters`;
+  const s3 = spec.storage === 's3';
+  if (m.type === 'peer-put-url' && !s3) return 'upload URLs are for s3 runs';
+  if (m.type !== 'peer-send') return '';
+  if (m.direct === true && !(m.data instanceof ArrayBuffer && m.data.byteLength <= MAX_DIRECT)) return 'no data, or over 256 MiB';
+  if (m.direct !== true && !s3 && !(m.data instanceof ArrayBuffer)) return 'no data';
+  if (m.direct !== true && s3 && !(typeof m.key === 'string' && isCount(m.size))) return 'no key and size of the uploaded message';
+  return '';
+}
 
 export class TaskRunner {
   // getStore: the tab's BlobStore (it changes when the data is cleared); send: a message to the
   // appliance; onBusy(busy): called when the first task starts and when the last one ends;
-  // onChange: called once a finished task's output blobs are in the store (optional).
-  constructor({getStore, send, onBusy = () => {}, onChange = () => {}}) {
+  // onChange: called once a finished task's output blobs are in the store (optional); peers: the
+  // page's Peers (static/worker/peers.js), without which tasks cannot message each other.
+  constructor({getStore, send, onBusy = () => {}, onChange = () => {}, peers = null}) {
     this.getStore = getStore;
     this.send = send;
+    this.peers = peers;
     this.onBusy = onBusy;
     this.onChange = onChange;
     this.tasks = new Map();    // taskId -> running task
@@ -83,6 +120,7 @@ export class TaskRunner {
       };
       worker.onmessageerror = () => this.fail(task, 'a message from the sandbox could not be read');
       worker.postMessage({type: 'run', task: spec, inputs}, inputs.filter(input => input instanceof ArrayBuffer));
+      this.peers?.started(task);
     } catch (e) {
       this.fail(task, `could not start the task: ${e.message || e}`);
     }
@@ -104,6 +142,13 @@ export class TaskRunner {
         const id = this.nextId++;
         this.putUrls.set(id, {task, id: m.id});
         this.send({type: 'task-put-url', id, taskId: task.id, partition: m.partition});
+        break;
+      }
+      case 'peer-send': case 'peer-put-url': case 'peer-receive': case 'ps': {
+        const problem = peerRequestProblem(task.spec, m);
+        if (problem) return this.fail(task, `the sandbox sent an invalid ${m.type} request: ${problem}`);
+        if (!this.peers) return this.fail(task, 'this page does not relay peer messages');
+        this.peers.request(task, m);
         break;
       }
     }
@@ -176,6 +221,7 @@ export class TaskRunner {
     clearTimeout(task.logTimer);
     clearTimeout(task.progressTimer);
     for (const [id, pending] of this.putUrls) if (pending.task === task) this.putUrls.delete(id);
+    this.peers?.ended(task);
     this.tasks.delete(task.id);
     if (this.tasks.size === 0) this.onBusy(false);
   }
