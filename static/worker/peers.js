@@ -198,7 +198,7 @@ export class Peers {
   }
 
   async peerSend(task, {rank, tag, data, direct, key, size}) {
-    if (direct) {
+    if (direct === true) {
       const {runId, group, stage, rank: fromRank} = task.spec;
       const link = await this.link(task, rank);
       await link.send({runId, group, stage, fromRank, toRank: rank, tag, size: data.byteLength}, data);

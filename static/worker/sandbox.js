@@ -281,6 +281,7 @@
   const PEER_TIMEOUT_MS = 600_000;
   const MAX_TIMEOUT_MS = 2 ** 31 - 1;  // setTimeout's
   const MAX_TAG = 200;
+  const MAX_DIRECT = 256 * 1024 * 1024;  // what a receiving page keeps
   // Direct messages (and those a rank sends itself) by [rank, tag]: not yet received, and receives waiting.
   const mailbox = new Map();
   const waiting = new Map();
@@ -352,6 +353,7 @@
   async function sendPeer(rank, tag, value, direct, what) {
     const data = collectives.encodePayload(value);
     if (rank === task.spec.rank) return deliverDirect(rank, tag, data);
+    if (direct && data.byteLength > MAX_DIRECT) throw new RangeError(`${what}: a direct message is at most 256 MiB`);
     if (direct || task.spec.storage !== 's3') {
       return sent(what, await request({type: 'peer-send', rank, tag, data, direct: Boolean(direct)}, [data]).reply);
     }

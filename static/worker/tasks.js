@@ -35,8 +35,9 @@ function peerRequestProblem(spec, m) {
     if (!['read', 'write', 'update'].includes(m.op)) return `unknown op ${JSON.stringify(m.op)}`;
     if (!isName(m.key)) return `the key is not a string of 1 to ${MAX_NAME} characters`;
     if (m.op === 'read') return '';
-    const bytes = DTYPE_BYTES[m.dtype];
-    if (!Object.hasOwn(DTYPE_BYTES, m.dtype) || !(m.data instanceof ArrayBuffer) || m.data.byteLength % bytes) return 'no value of a known dtype';
+    if (!Object.hasOwn(DTYPE_BYTES, m.dtype) || !(m.data instanceof ArrayBuffer) || m.data.byteLength % DTYPE_BYTES[m.dtype]) {
+      return 'no value of a known dtype';
+    }
     if (m.data.byteLength > MAX_PS_VALUE) return 'a value over 64 MiB';
     if (m.op === 'update' && !PS_UPDATES.includes(m.fn)) return `unknown update ${JSON.stringify(m.fn)}`;
     if (m.op === 'write' && m.version !== undefined && !isCount(m.version)) return 'the version is not a count';
@@ -49,9 +50,12 @@ function peerRequestProblem(spec, m) {
   const s3 = spec.storage === 's3';
   if (m.type === 'peer-put-url' && !s3) return 'upload URLs are for s3 runs';
   if (m.type !== 'peer-send') return '';
-  if (m.direct === true && !(m.data instanceof ArrayBuffer && m.data.byteLength <= MAX_DIRECT)) return 'no data, or over 256 MiB';
-  if (m.direct !== true && !s3 && !(m.data instanceof ArrayBuffer)) return 'no data';
-  if (m.direct !== true && s3 && !(typeof m.key === 'string' && isCount(m.size))) return 'no key and size of the uploaded message';
+  if (m.direct === true || !s3) {
+    if (!(m.data instanceof ArrayBuffer)) return 'no data';
+    if (m.direct === true && m.data.byteLength > MAX_DIRECT) return 'a direct message over 256 MiB';
+  } else if (!(typeof m.key === 'string' && isCount(m.size))) {
+    return 'no key and size of the uploaded message';
+  }
   return '';
 }
 
