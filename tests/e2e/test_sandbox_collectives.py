@@ -76,9 +76,12 @@ async function appliance(w, m) {
       reply({type: 'peer-link-reply', replyTo: m.id, linkId, to});
       break;
     }
+    case 'peer-put-url':
+      reply({type: 'peer-put-url-reply', replyTo: m.id, url: `/s3/${m.taskId}/${m.tag}`, key: `${m.taskId}/${m.tag}`});
+      break;
     case 'peer-send': {
       const key = `${scope}.${t.rank}>${m.toRank}:${m.tag}`;
-      mail.set(key, await w.store.get(m.sha256));
+      mail.set(key, m.key ? {url: `/s3/${m.key}`, size: m.size} : await w.store.get(m.sha256));
       for (const deliver of waiting.get(key) || []) deliver();
       waiting.delete(key);
       reply({type: 'peer-send-reply', replyTo: m.id});
@@ -88,6 +91,7 @@ async function appliance(w, m) {
       const key = `${scope}.${m.fromRank}>${t.rank}:${m.tag}`;
       const deliver = async () => {
         const bytes = mail.get(key);
+        if (bytes.url) return reply({type: 'peer-message', replyTo: m.id, ...bytes});
         const sha256 = await sha256Hex(bytes);
         await w.store.put(sha256, bytes);
         reply({type: 'peer-message', replyTo: m.id, sha256, size: bytes.byteLength});
@@ -125,6 +129,11 @@ async function appliance(w, m) {
       reply({type: 'ps-reply', replyTo: m.id, clock: clocks.get(m.taskId)});
       break;
     }
+    case 'task-put-url': {  // an s3 run's output
+      const key = `out/${m.taskId}/${m.id}`;
+      w.tasks.handle({type: 'task-put-url-reply', replyTo: m.id, url: `/s3/${key}`, key});
+      break;
+    }
     case 'task-done': case 'task-failed':
       ended.set(m.taskId, {...m, worker: w.id});
       break;
@@ -158,7 +167,9 @@ const until = async (what, test, ms = 15000) => {
 async function records(w, outputs) {
   const out = [];
   for (const output of outputs) {
-    const text = new TextDecoder().decode(await w.store.get(output.sha256));
+    const bytes = output.key ? await (await fetch(`/s3/${output.key}`)).arrayBuffer()
+      : await w.store.get(output.sha256);
+    const text = new TextDecoder().decode(bytes);
     for (const line of text.split('\\n')) if (line) out.push(JSON.parse(line));
   }
   return out;
@@ -194,6 +205,7 @@ window.harnessReady = true;
 
 class Handler(BaseHTTPRequestHandler):
     scripts: dict[str, str] = {}
+    bucket: dict[str, bytes] = {}
 
     def log_message(self, *args):
         pass
@@ -218,12 +230,21 @@ class Handler(BaseHTTPRequestHandler):
             file = (STATIC / path.removeprefix("/static/")).resolve()
             if STATIC in file.parents and file.is_file():
                 return self.reply(200, file.read_bytes(), "text/javascript")
+        if path.startswith("/s3/") and path[4:] in self.bucket:
+            return self.reply(200, self.bucket[path[4:]], "application/octet-stream")
         if path.startswith("/runs/") and path.endswith("/sandbox.js") and path.split("/")[2] in self.scripts:
             origin = f"http://{self.headers['host']}"
             csp = f"default-src 'none'; script-src {origin}; connect-src {origin}"
             script = self.scripts[path.split("/")[2]].encode()
             return self.reply(200, script, "text/javascript", {"content-security-policy": csp})
         return self.reply(404)
+
+    def do_PUT(self):
+        path = self.path.split("?")[0]
+        if not path.startswith("/s3/"):
+            return self.reply(404)
+        self.bucket[path[4:]] = self.rfile.read(int(self.headers["content-length"]))
+        return self.reply(200)
 
 
 @pytest.fixture(scope="module")
@@ -234,10 +255,14 @@ def origin():
     server.shutdown()
 
 
-@pytest.fixture
-def checks(page, origin):
+@pytest.fixture(scope="module")
+def checks(chromium, origin):
+    """One page for the checks of the pure parts: they keep no state."""
+    context = chromium.new_context()
+    page = context.new_page()
     page.goto(f"{origin}/checks")
-    return page
+    yield page
+    context.close()
 
 
 # --- the pure parts ------------------------------------------------------------------------------
@@ -667,6 +692,30 @@ def test_ranks_message_each_other_run_collectives_and_share_parameters(workers):
     assert out[2]["rng"][:2] == workers.evaluate(
         "() => { const r = peermrCollectives.rng(1234, 'A', 2, 0); return [r(), r()]; }"
     )
+
+
+def test_indirect_messages_of_s3_runs_travel_through_the_bucket(workers):
+    Handler.scripts["s3"] = sandbox_script(
+        [
+            """async function s3() {
+  const rank = context.getRank();
+  await context.sendToRank(1 - rank, 'json', {rank});
+  await context.sendToRank(1 - rank, 'typed', BigInt64Array.of(BigInt(rank) - 5n));
+  const typed = await context.receiveFromRank(1 - rank, 'typed');
+  context.emit(rank, [await context.receiveFromRank(1 - rank, 'json'), typed.constructor.name, String(typed[0])]);
+}"""
+        ]
+    )
+    ends = workers.evaluate(
+        "assigns => harness.run(assigns)",
+        [[f"w{rank}", assign("s3", 10, 0, rank, ranks=2) | {"storage": "s3"}] for rank in range(2)],
+    )
+    assert sorted(end["records"][0] for end in ends) == [
+        [0, [{"rank": 1}, "BigInt64Array", "-4"]],
+        [1, [{"rank": 0}, "BigInt64Array", "-5"]],
+    ]
+    messages = ["10.A.0.0.0/json", "10.A.0.0.0/typed", "10.A.0.1.0/json", "10.A.0.1.0/typed"]
+    assert sorted(key for key in Handler.bucket if not key.startswith("out/")) == messages
 
 
 LOST = """async function lost() {
