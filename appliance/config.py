@@ -75,6 +75,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     fetch_origins: str = ""
     # How long a run waits for an idle eligible worker to take over a lost worker's rank.
     job_replacement_grace_seconds: int = 60
+    # The parameter-server values one run may hold in the appliance's memory, all keys together.
+    ps_max_bytes_per_run: int = 1024**3
 
     @property
     def data_path(self) -> Path:

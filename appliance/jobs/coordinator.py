@@ -276,7 +276,9 @@ class Coordinator:
             execution.assign(group, index % spec.worker_count, worker.worker_id)
             worker.run_id = queued.run_id
         run = Active(queued.run_id, queued.owner_id, spec, execution, await allowed_origins(self.settings), storage)
-        run.params = ParameterServer(spec.staleness or 0, list(execution.groups), spec.worker_count)
+        run.params = ParameterServer(
+            spec.staleness or 0, list(execution.groups), spec.worker_count, self.settings.ps_max_bytes_per_run
+        )
         run.accounts.update({w.worker_id: w.account_id for w in workers})
         self.active[run.run_id] = run
         await Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)

@@ -67,12 +67,27 @@ class GroupClocks:
 
 
 class ParameterServer:
-    def __init__(self, staleness: int, groups: list[str], worker_count: int):
+    def __init__(self, staleness: int, groups: list[str], worker_count: int, max_bytes: int):
         self.staleness = staleness
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self.values: dict[tuple[str, str], Parameter] = {}
         self.groups = {g: GroupClocks([0] * worker_count, set(), [0] * worker_count) for g in groups}
 
     # ------------------------------------------------------------ values
+
+    def _store(self, group: str, key: str, dtype: str, value: np.ndarray, version: int) -> int:
+        """Keep ``value`` under the key, within the run's memory budget (the old value is given back)."""
+        current = self.values.get((group, key))
+        grown = self.bytes + value.nbytes - (current.value.nbytes if current else 0)
+        if grown > self.max_bytes:
+            raise ParameterError(
+                f"the run's parameter-server values would take {grown} bytes; "
+                f"this appliance allows {self.max_bytes} per run (PEERMR_PS_MAX_BYTES_PER_RUN)"
+            )
+        self.bytes = grown
+        self.values[(group, key)] = Parameter(dtype, value, version)
+        return version
 
     def _decode(self, dtype: str, payload: bytes | memoryview) -> np.ndarray:
         kind = DTYPES[dtype]
@@ -85,18 +100,14 @@ class ParameterServer:
         current = self.values.get((group, key))
         if if_version is not None and (current.version if current else 0) != if_version:
             raise ParameterError("version")
-        version = current.version + 1 if current else 1
-        self.values[(group, key)] = Parameter(dtype, self._decode(dtype, payload), version)
-        return version
+        return self._store(group, key, dtype, self._decode(dtype, payload), current.version + 1 if current else 1)
 
     def update(self, group: str, key: str, dtype: str, op: str, payload: bytes | memoryview) -> int:
         """Apply ``op`` element-wise (``replace`` stores the delta); a missing key starts from the delta."""
         delta = self._decode(dtype, payload)
         current = self.values.get((group, key))
         if current is None or op == "replace":
-            version = current.version + 1 if current else 1
-            self.values[(group, key)] = Parameter(dtype, delta, version)
-            return version
+            return self._store(group, key, dtype, delta, current.version + 1 if current else 1)
         if current.dtype != dtype or current.value.shape != delta.shape:
             raise ParameterError(
                 f"an update of {key!r} must be {current.value.size} {current.dtype} values "
