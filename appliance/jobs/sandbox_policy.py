@@ -43,15 +43,22 @@ async def save_admin_origins(text: str) -> None:
             await SandboxPolicy.insert(SandboxPolicy(fetch_origins=value, updated_at=now()))
 
 
-def origin_of(url: str) -> str:
+def origin_of(url: str, appliance_origin: str = "") -> str:
+    """The URL's origin; a path (``/static/vendor/tfjs/tf.min.js``) is on the appliance."""
+    if is_appliance_path(url):
+        return appliance_origin
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
+def is_appliance_path(url: str) -> bool:
+    return url.startswith("/") and not url.startswith("//")
 
 
 def disallowed_urls(urls: list[str], appliance_origin: str, allowed: list[str]) -> list[str]:
     """The URLs (job scripts, WebAssembly binaries) whose origin is neither the appliance nor allowed."""
     permitted = {appliance_origin, *allowed}
-    return [url for url in urls if origin_of(url) not in permitted]
+    return [url for url in urls if origin_of(url, appliance_origin) not in permitted]
 
 
 def content_security_policy(appliance_origin: str, script_origins: list[str], connect_origins: list[str]) -> str:

@@ -55,7 +55,7 @@ async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
     connect = list(run.origins)
     if run.storage is not None:
         connect.append(run.storage.origin)
-    scripts = [origin_of(url) for url in run.spec.scripts]
+    scripts = [origin_of(url, appliance_origin(request)) for url in run.spec.scripts]
     csp = content_security_policy(appliance_origin(request), scripts, connect)
     return Response(
         sandbox_script(run),

@@ -45,6 +45,8 @@ from py_mini_racer import (
     init_mini_racer,
 )
 
+from appliance.jobs.sandbox_policy import is_appliance_path
+
 log = logging.getLogger(__name__)
 
 StorageType = Literal["pmrfs", "s3", "gcs"]
@@ -180,9 +182,12 @@ def _choice(value: Any, choices: tuple[str, ...], what: str, where: str) -> str:
     return value
 
 
-def _http_url(value: Any, name: str, where: str) -> str:
+def _http_url(value: Any, name: str, where: str, *, appliance_path: bool = False) -> str:
+    """An absolute http(s) URL, or with ``appliance_path`` also a path on the appliance (``/static/...``)."""
     if not isinstance(value, str):
         raise _Invalid(f"{name} must be an http(s) URL (got {_describe(value)})", where)
+    if appliance_path and is_appliance_path(value):
+        return value
     try:
         parts = urlsplit(value)
     except ValueError:
@@ -239,7 +244,7 @@ def _gpu_requirements(value: Any, where: str) -> GpuRequirements:
 def _scripts(value: Any, where: str) -> list[str]:
     if not isinstance(value, list):
         raise _Invalid(f"scripts must be a list of URLs (got {_describe(value)})", where)
-    return [_http_url(url, f"scripts[{i}]", where) for i, url in enumerate(value)]
+    return [_http_url(url, f"scripts[{i}]", where, appliance_path=True) for i, url in enumerate(value)]
 
 
 def _wasm_binaries(value: Any, where: str) -> list[WasmBinary]:

@@ -8,11 +8,11 @@
 // accuracy on 1000 points no rank trained on; every rank reports a checksum of its weights, the
 // same on all of them.
 //
-// TensorFlow.js 4.22.0 comes with the appliance, at /static/vendor/tfjs/tf.min.js. Job scripts are
-// full URLs: change https://peermr.example.com below to your appliance's address.
+// TensorFlow.js 4.22.0 comes with the appliance, at /static/vendor/tfjs/tf.min.js (a path: a job
+// script on the appliance itself needs no origin).
 const execution = new JobExecution(storageType = 'pmrfs');
 execution.workerCount = 4;
-execution.scripts = ['https://peermr.example.com/static/vendor/tfjs/tf.min.js'];
+execution.scripts = ['/static/vendor/tfjs/tf.min.js'];
 
 execution.setInputFn(async function input() {
   // One record per rank, naming the data set; each rank makes all of it and trains on its shard.

@@ -248,3 +248,16 @@ def test_logistic_regression_on_the_parameter_server_matches_scikit_learn(api, w
     # The trained weights are downloadable from the parameter server after the run.
     params = api.get(f"/runs/{run_id}/parameters").json()
     assert any(p["key"] == "w" for p in params)
+
+
+def test_tensorflow_js_data_parallel_training_keeps_every_rank_identical(api, workers):
+    # The example as shipped: TensorFlow.js from the appliance (/static/vendor/tfjs), gradients
+    # averaged with allReduce each step.
+    run_id = save_and_run(api, "tfjs", (EXAMPLES / "tfjs-data-parallel.js").read_text())
+    run = wait(api, run_id, 300)
+    assert run["state"] == "succeeded", run["reason"] + "\n" + logs(api, run_id)[-4000:]
+    records = output(api, run_id)
+    checksums = [value for key, value in records if key == "weights checksum"]
+    assert len(checksums) == 4 and len(set(checksums)) == 1, checksums
+    out = dict(records)
+    assert out["test accuracy"] >= 0.95, out
