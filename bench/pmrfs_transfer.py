@@ -22,51 +22,11 @@ import httpx
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.raw_channel import raw_channel_seconds  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.support import Appliance  # noqa: E402
 
 MIB = int(os.environ.get("BENCH_MIB", "64"))
-
-# A raw channel between the two worker pages, signaled through Playwright.
-RAW_SETUP = """() => {
-  window.raw = new RTCPeerConnection();
-  window.rawCandidates = [];
-  window.raw.onicecandidate = e => e.candidate && window.rawCandidates.push(e.candidate.toJSON());
-  window.rawReceived = new Promise(resolve => {
-    window.raw.ondatachannel = ({channel}) => {
-      let n = 0;
-      channel.onmessage = e => { n += e.data.byteLength; if (n >= window.rawSize) resolve(); };
-    };
-  });
-}"""
-RAW_OFFER = """async () => {
-  window.rawChannel = window.raw.createDataChannel('raw', {ordered: true});
-  window.rawChannel.binaryType = 'arraybuffer';
-  window.rawOpen = new Promise(r => window.rawChannel.onopen = r);
-  await window.raw.setLocalDescription(await window.raw.createOffer());
-  await new Promise(r => setTimeout(r, 500));
-  return {sdp: window.raw.localDescription.toJSON(), candidates: window.rawCandidates};
-}"""
-RAW_ANSWER = """async ({sdp, candidates}) => {
-  await window.raw.setRemoteDescription(sdp);
-  for (const c of candidates) await window.raw.addIceCandidate(c);
-  await window.raw.setLocalDescription(await window.raw.createAnswer());
-  await new Promise(r => setTimeout(r, 500));
-  return {sdp: window.raw.localDescription.toJSON(), candidates: window.rawCandidates};
-}"""
-RAW_CONNECT = """async ({sdp, candidates}) => {
-  await window.raw.setRemoteDescription(sdp);
-  for (const c of candidates) await window.raw.addIceCandidate(c);
-  await window.rawOpen;
-}"""
-RAW_SEND = """async ([size, chunk]) => {
-  const data = new Uint8Array(chunk);
-  window.rawChannel.bufferedAmountLowThreshold = 2 << 20;
-  for (let sent = 0; sent < size; sent += chunk) {
-    if (window.rawChannel.bufferedAmount > 4 << 20) await new Promise(r => window.rawChannel.onbufferedamountlow = r);
-    window.rawChannel.send(data);
-  }
-}"""
 
 
 def open_worker(playwright, url: str, token: str, profile: Path, worker_id: str):
@@ -116,15 +76,7 @@ def main() -> None:
                 time.sleep(0.1)
             pmrfs_seconds = time.monotonic() - started
 
-            for page in (a_page, b_page):
-                page.evaluate(RAW_SETUP)
-            b_page.evaluate(f"window.rawSize = {size}")
-            answer = b_page.evaluate(RAW_ANSWER, a_page.evaluate(RAW_OFFER))
-            a_page.evaluate(RAW_CONNECT, answer)
-            started = time.monotonic()
-            a_page.evaluate(RAW_SEND, [size, 64 * 1024])
-            b_page.evaluate("() => window.rawReceived")
-            raw_ms = (time.monotonic() - started) * 1000
+            raw_ms = raw_channel_seconds(a_page, b_page, size) * 1000
             b_context.close()
         finally:
             a_context.close()
