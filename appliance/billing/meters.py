@@ -94,7 +94,8 @@ async def run_ended(
 
 
 def transfer_entries(transfer, at: dt.datetime) -> list[Entry]:
-    """Entries for a finished ``fleet.transfers.Transfer`` (nothing without a tag or both reports)."""
+    """Entries for a finished ``fleet.transfers.Transfer`` or closed ``Link`` (nothing without a tag or both
+    reports). A link's bytes went both ways: each end is credited what the smaller report counts."""
     tag = transfer.tag
     counted = transfer.counted_bytes
     if tag is None or tag.private or counted <= 0:
@@ -123,6 +124,8 @@ class TransferMeter:
         task.add_done_callback(self.pending.discard)
 
     async def _meter(self, transfer) -> None:
+        if not self.stopping:
+            await asyncio.sleep(getattr(transfer, "settle_seconds", 0))  # a link's last reports
         deadline = asyncio.get_running_loop().time() + self.grace
         while len(transfer.reported) < 2 and not self.stopping and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.2)

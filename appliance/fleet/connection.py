@@ -112,7 +112,8 @@ class Session:
                 self.probe_task.cancel()
             if self.worker is not None:
                 self.fleet.remove(self.worker)
-                self.fleet.transfers.close_links(worker_id=self.worker.worker_id)
+                for link in self.fleet.transfers.close_links(worker_id=self.worker.worker_id):
+                    self.fleet.notify("transfer_finished", link, True, "")
                 for transfer in self.fleet.transfers.involving(self.worker.worker_id):
                     self.fleet.transfers.finish(transfer, False, "a worker left")
                     self.fleet.notify("transfer_finished", transfer, False, "a worker left")
@@ -121,13 +122,13 @@ class Session:
 
     async def binary(self, data: bytes) -> None:
         """A binary frame: a parameter-server value under its JSON header (docs/protocol.md)."""
-        if self.worker is None:
-            await self.refuse("not-ready", "send hello first")
-            return
         try:
             header, payload = p.decode_frame(data)
         except (ValueError, msgspec.DecodeError) as exc:
             await self.refuse("malformed", f"not a valid binary frame: {exc}")
+            return
+        if self.worker is None:
+            await self.refuse("not-ready", "send hello first", header.id)
             return
         if len(payload) > p.MAX_VALUE_BYTES:
             await self.refuse("too-large", f"values are limited to {p.MAX_VALUE_BYTES} bytes", header.id)

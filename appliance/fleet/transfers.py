@@ -56,12 +56,20 @@ class Transfer:
 
 @dataclass
 class Link:
-    """A direct browser-to-browser link between two ranks' workers of a run (peer messages, collectives)."""
+    """A direct browser-to-browser link between two ranks' workers of a run (peer messages, collectives).
+
+    Metered like a transfer when it closes: each end reports the bytes it moved through the link
+    (both ways, cumulative); the smaller report counts."""
 
     id: str
     source: str  # worker ids
     target: str
     run_id: int
+    tag: TransferTag | None = None
+    accounts: dict[str, int] = field(default_factory=dict)
+    reported: dict[str, int] = field(default_factory=dict)
+    # The reports trail the traffic by up to a second (pages throttle them): wait that long to meter.
+    settle_seconds: float = 2.0
 
     def peer_of(self, worker_id: str) -> str | None:
         if worker_id == self.source:
@@ -70,24 +78,37 @@ class Link:
             return self.source
         return None
 
+    @property
+    def counted_bytes(self) -> int:
+        return min(self.reported.values()) if len(self.reported) == 2 else 0
+
 
 class Transfers:
     def __init__(self) -> None:
         self.active: dict[str, Transfer] = {}
         # Finished transfers by id, with when they finished: a byte report may arrive after the end.
         self.recent: dict[str, tuple[Transfer, float]] = {}
-        # Links live until their run ends (close_links) or one end leaves.
+        # Links live until their run ends (close_links) or one end leaves; closed ones take late reports.
         self.links: dict[str, Link] = {}
+        self.recent_links: dict[str, tuple[Link, float]] = {}
 
-    def link(self, source: str, target: str, run_id: int) -> Link:
-        link = Link(secrets.token_hex(8), source, target, run_id)
+    def link(self, source: str, target: str, run_id: int, tag: TransferTag, accounts: dict[str, int]) -> Link:
+        link = Link(secrets.token_hex(8), source, target, run_id, tag, dict(accounts))
         self.links[link.id] = link
         return link
 
-    def close_links(self, run_id: int | None = None, worker_id: str | None = None) -> None:
-        for link in list(self.links.values()):
-            if link.run_id == run_id or (worker_id is not None and link.peer_of(worker_id) is not None):
-                del self.links[link.id]
+    def close_links(self, run_id: int | None = None, worker_id: str | None = None) -> list[Link]:
+        """Forget the links of a run, or of a worker that left; those that carried bytes, to meter."""
+        closed = [
+            link
+            for link in self.links.values()
+            if link.run_id == run_id or (worker_id is not None and link.peer_of(worker_id) is not None)
+        ]
+        now = time.monotonic()
+        for link in closed:
+            del self.links[link.id]
+            self.recent_links[link.id] = (link, now)
+        return [link for link in closed if link.reported]
 
     def pairing(self, signal_id: str) -> Transfer | Link | None:
         """The transfer or link a signal id names: its two ends may exchange SDP and candidates."""
@@ -108,10 +129,14 @@ class Transfers:
         return transfer
 
     def report(self, transfer_id: str, worker_id: str, size: int) -> None:
-        """An end's count of the bytes it moved (kept only from the transfer's two ends)."""
+        """An end's count of the bytes it moved (kept only from the transfer's or link's two ends)."""
         transfer = self.active.get(transfer_id) or self.recent.get(transfer_id, (None, 0.0))[0]
         if transfer is not None and transfer.peer_of(worker_id) is not None:
             transfer.reported[worker_id] = max(0, min(size, transfer.size))
+            return
+        link = self.links.get(transfer_id) or self.recent_links.get(transfer_id, (None, 0.0))[0]
+        if link is not None and link.peer_of(worker_id) is not None:
+            link.reported[worker_id] = max(0, size)  # cumulative: the latest report holds
 
     def get(self, transfer_id: str) -> Transfer | None:
         return self.active.get(transfer_id)
@@ -130,6 +155,9 @@ class Transfers:
         for transfer_id, (_, finished) in list(self.recent.items()):
             if now - finished > REPORT_GRACE:
                 del self.recent[transfer_id]
+        for link_id, (_, closed) in list(self.recent_links.items()):
+            if now - closed > REPORT_GRACE:
+                del self.recent_links[link_id]
         for transfer in list(self.active.values()):
             if now - transfer.started > TRANSFER_TIMEOUT:
                 self.finish(transfer, False, "timed out")

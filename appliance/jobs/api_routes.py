@@ -199,14 +199,7 @@ async def run_parameter(
 ) -> Response:
     with api_errors():
         dtype, data = await parameters.parameter_value(Actor.of(request.user), run_id, group, key.lstrip("/"))
-    headers = {"X-PeerMR-Dtype": dtype}
-    if format == "json":
-        return Response(
-            msgspec.json.encode(parameters.as_list(dtype, data)), media_type="application/json", headers=headers
-        )
-    filename = f"run-{run_id}-{group}-{key.strip('/').replace('/', '_')}.{dtype}"
-    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return Response(data, media_type="application/octet-stream", headers=headers)
+    return parameters.download(run_id, group, key, dtype, data, format)
 
 
 ROUTES = [

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
+from litestar.response import Response
 
 from appliance.accounts.actor import Actor
 from appliance.errors import NotFound
@@ -69,5 +71,13 @@ async def parameter_value(actor: Actor, run_id: int, group: str, key: str) -> tu
     return row["dtype"], bytes(row["value"])
 
 
-def as_list(dtype: str, data: bytes) -> list:
-    return np.frombuffer(data, dtype=DTYPES[dtype]).tolist()
+def download(run_id: int, group: str, key: str, dtype: str, data: bytes, format: str) -> Response:
+    """The value as an attachment: its little-endian bytes, or a JSON array (``format=json``)."""
+    headers = {"X-PeerMR-Dtype": dtype}
+    name = f"run-{run_id}-{group}-{key.strip('/').replace('/', '_')}"
+    if format == "json":
+        headers["Content-Disposition"] = f'attachment; filename="{name}.json"'
+        values = np.frombuffer(data, dtype=DTYPES[dtype]).tolist()
+        return Response(msgspec.json.encode(values), media_type="application/json", headers=headers)
+    headers["Content-Disposition"] = f'attachment; filename="{name}.{dtype}"'
+    return Response(data, media_type="application/octet-stream", headers=headers)

@@ -192,7 +192,9 @@ class Peers:
         if error:
             await worker.send(p.PeerLinkReply(reply_to=message.id, error=error))
             return
-        link = self.fleet.transfers.link(worker.worker_id, target.worker_id, run.run_id)
+        tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
+        accounts = {worker.worker_id: worker.account_id, target.worker_id: target.account_id}
+        link = self.fleet.transfers.link(worker.worker_id, target.worker_id, run.run_id, tag, accounts)
         await target.send(p.PeerLinkOpen(link_id=link.id, from_=worker.worker_id, run_id=run.run_id))
         await worker.send(p.PeerLinkReply(reply_to=message.id, link_id=link.id, to=target.worker_id))
 
@@ -208,7 +210,8 @@ class Peers:
         """Stop the run's waiting requests; drop its links and the message blobs and objects."""
         for task in self.waits.pop(run.run_id, set()):
             task.cancel()
-        self.fleet.transfers.close_links(run_id=run.run_id)
+        for link in self.fleet.transfers.close_links(run_id=run.run_id):
+            self.fleet.notify("transfer_finished", link, True, "")  # billing meters what it carried
         if run.storage is not None:
             self.spawn(cloud.delete_prefix(run.storage, f"{run.key_prefix()}/messages/"))
         for letter in run.mail.blobs():

@@ -24,7 +24,7 @@ from appliance.accounts.auth import ADMIN, COORDINATOR, access
 from appliance.accounts.forms import Form
 from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
-from appliance.jobs import service, views
+from appliance.jobs import parameters, service, views
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
 from appliance.jobs.sandbox_policy import PolicyError, save_admin_origins
@@ -332,6 +332,8 @@ async def _live_context(request: Request, run: RunInfo, settings: Settings, grou
         "fraction": views.progress_fraction(run.progress),
         "timeline": timeline,
         "seconds": views.run_seconds(run),
+        # Kept when the run ends.
+        "parameters": [] if views.is_active(run) else await parameters.list_parameters(actor, run.id),
         **await _output_context(request, run, settings, group, page_number),
     }
 
@@ -481,6 +483,17 @@ async def download_csv(
     return await _download_output(request, run_id, group, settings, csv_rows, "csv", "text/csv; charset=utf-8")
 
 
+@get(f"{RUNS}/{{run_id:int}}/parameters/{{group:str}}/{{key:path}}", opt=access(COORDINATOR), include_in_schema=False)
+async def download_parameter(
+    request: Request, run_id: FromPath[int], group: FromPath[str], key: FromPath[str], format: FromQuery[str] = "raw"
+) -> Response:
+    try:
+        dtype, data = await parameters.parameter_value(_actor(request), run_id, group, key.lstrip("/"))
+    except NotFound as exc:
+        raise NotFoundException(str(exc)) from None
+    return parameters.download(run_id, group, key, dtype, data, format)
+
+
 @post(f"{RUNS}/{{run_id:int}}/cancel", opt=access(COORDINATOR), include_in_schema=False)
 async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDependency[Settings]) -> Response:
     try:
@@ -534,6 +547,7 @@ ROUTES = [
     run_output,
     download_jsonl,
     download_csv,
+    download_parameter,
     cancel_run,
     save_fetch_origins,
 ]

@@ -11,6 +11,7 @@ import {sha256Hex} from './sha256.js';
 const MAX_DIRECT = 256 * 1024 * 1024;  // one direct message, and all of those in the inbox
 const INBOX_MS = 10 * 60_000;
 const LINK_IDLE_MS = 10 * 60_000;      // a link unused this long is closed (runs end unannounced)
+const BYTES_REPORT_MS = 1000;
 const MAX_TAG = 200;
 // The sandbox's requests and the types of their answers.
 const ANSWERS = {'peer-send': 'peer-sent', 'peer-put-url': 'peer-put-url', 'peer-receive': 'peer-message', 'ps': 'ps-reply'};
@@ -62,11 +63,16 @@ function opened(channel) {
 // header {runId, group, stage, fromRank, toRank, tag, size} then `size` bytes in chunks, one
 // message after another. Anything else closes it.
 class Link {
-  constructor(runId, worker, onMessage, onClose) {
+  constructor(id, runId, worker, {onMessage, onClose, onBytes}) {
+    this.id = id;                // the appliance's link id (its billing counts the bytes under it)
     this.runId = runId;
     this.worker = worker;
     this.onMessage = onMessage;  // (link, header, data)
     this.onClose = onClose;      // (link)
+    this.onBytes = onBytes;      // (link): this.bytes grew
+    this.bytes = 0;              // moved through the link, both ways
+    this.reported = 0;           // ... as last reported to the appliance
+    this.reportTimer = null;
     this.ready = null;           // resolves with the link once its channel is open
     this.channel = null;
     this.queue = Promise.resolve();
@@ -95,14 +101,22 @@ class Link {
     const sent = this.queue.then(async () => {
       if (this.channel.readyState !== 'open') throw new Error('the link to the peer closed');
       this.used();
-      this.channel.send(JSON.stringify(header));
+      const text = JSON.stringify(header);
+      this.channel.send(text);
       await sendChunked(this.channel, data);
+      this.moved(text.length + data.byteLength);
     });
     this.queue = sent.catch(() => {});
     return sent;
   }
 
+  moved(bytes) {
+    this.bytes += bytes;
+    this.onBytes(this);
+  }
+
   receive(data) {
+    this.moved(typeof data === 'string' ? data.length : data.byteLength);
     if (typeof data === 'string') {
       const header = this.incoming ? null : parseHeader(data);
       if (header?.runId !== this.runId) return this.channel.close();
@@ -252,7 +266,7 @@ export class Peers {
     this.workers.set(rankKey, to);
     const key = `${runId}:${to}`;
     if (!this.links.has(key)) {  // else opened by another send meanwhile, or by that worker
-      const link = this.newLink(runId, to);
+      const link = this.newLink(linkId, runId, to);
       link.ready = this.datanode.openChannel(to, linkId, `link:${linkId}`).then(channel => link.attach(channel));
       link.ready.catch(() => this.dropLink(link));
       this.links.set(key, link);
@@ -260,19 +274,37 @@ export class Peers {
     return this.links.get(key).ready;
   }
 
-  newLink(runId, worker) {
-    return new Link(runId, worker, (link, header, data) => this.arrived(link, header, data), link => this.dropLink(link));
+  newLink(id, runId, worker) {
+    return new Link(id, runId, worker, {
+      onMessage: (link, header, data) => this.arrived(link, header, data),
+      onClose: link => this.dropLink(link),
+      onBytes: link => this.reportBytes(link),
+    });
   }
 
   dropLink(link) {
     const key = `${link.runId}:${link.worker}`;
     if (this.links.get(key) === link) this.links.delete(key);
+    this.sendBytes(link);
+  }
+
+  // Both ends report the bytes a link moved (the appliance bills the smaller count), at most once
+  // a second and once more after the last message.
+  reportBytes(link) {
+    link.reportTimer ??= setTimeout(() => this.sendBytes(link), BYTES_REPORT_MS);
+  }
+
+  sendBytes(link) {
+    clearTimeout(link.reportTimer);
+    link.reportTimer = null;
+    if (link.bytes !== link.reported) this.send({type: 'transfer-bytes', transferId: link.id, bytes: link.bytes});
+    link.reported = link.bytes;
   }
 
   // Another worker of the run will open a link to this tab; it serves messages both ways.
   acceptLink({linkId, from, runId}) {
     this.datanode.expect(linkId, from, `link:${linkId}`, channel => {
-      const link = this.newLink(runId, from).attach(channel);
+      const link = this.newLink(linkId, runId, from).attach(channel);
       link.ready = opened(channel).then(() => link);
       link.ready.catch(() => {});  // a link that closes is dropped on close
       const key = `${runId}:${from}`;

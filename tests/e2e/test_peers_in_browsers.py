@@ -139,8 +139,20 @@ COLLECTIVES = """
 """
 
 
-def test_collectives_give_the_exact_answer_on_every_rank(api, workers):
-    out = succeeded(api, save_and_run(api, "collectives", job(4, COLLECTIVES, seed=1234)))
+def p2p_bytes_billed(appliance: Appliance, run_id: int, at_least: int) -> int:
+    """The peer-to-peer bytes charged to the run's owner, once the closed links were metered."""
+    sql = (
+        f"SELECT SUM(quantity) FROM billing_usage WHERE run = {run_id} AND resource = 'p2p_bytes' AND side = 'consumer'"
+    )
+    deadline = time.monotonic() + 30
+    while (billed := appliance.query(sql)[0][0] or 0) < at_least and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return billed
+
+
+def test_collectives_give_the_exact_answer_on_every_rank(appliance, api, workers):
+    run_id = save_and_run(api, "collectives", job(4, COLLECTIVES, seed=1234))
+    out = succeeded(api, run_id)
     for size in (1, 3, 4, 5, 1000, 65537):
         values = [[(r + 1) * (i % 7 + 1) + r / 4 for i in range(size)] for r in range(4)]
         sums = [sum(column) for column in zip(*values, strict=True)]
@@ -162,6 +174,10 @@ def test_collectives_give_the_exact_answer_on_every_rank(api, workers):
     assert shards == [[0, 1, 2], [3, 4, 5], [6, 7], [8, 9]]
     randoms = [tuple(out[f"other-{r}"]["random"]) for r in range(4)]
     assert len(set(randoms)) == 4 and all(0 <= x < 1 for t in randoms for x in t)
+    # Direct links are billed as peer-to-peer bytes: both ends report, the smaller count is charged
+    # twice (egress and ingress). Each allReduce of S bytes sends 6 S over the links of 4 ranks.
+    reduced = 65537 * (8 + 4 + 4)
+    assert p2p_bytes_billed(appliance, run_id, 2 * 6 * reduced) >= 2 * 6 * reduced
     # The same seed gives the same numbers; another seed others.
     again = succeeded(api, save_and_run(api, "collectives-again", job(4, COLLECTIVES, seed=1234)))
     assert [tuple(again[f"other-{r}"]["random"]) for r in range(4)] == randoms

@@ -92,6 +92,11 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/ui/runs/{run_id:int}/output"): ("/ui/runs/999999/output", {}, only_coordinators(404)),
     ("GET", "/ui/runs/{run_id:int}/output.jsonl"): ("/ui/runs/999999/output.jsonl", {}, only_coordinators(404)),
     ("GET", "/ui/runs/{run_id:int}/output.csv"): ("/ui/runs/999999/output.csv", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/parameters/{group:str}/{key:path}"): (
+        "/ui/runs/999999/parameters/A/w",
+        {},
+        only_coordinators(404),
+    ),
     ("POST", "/ui/runs/{run_id:int}/cancel"): ("/ui/runs/999999/cancel", {}, only_coordinators(404)),
     ("GET", "/ui/storage"): ("/ui/storage", {}, COORDINATORS),
     ("GET", "/ui/billing"): ("/ui/billing", {}, COORDINATORS),

@@ -25,10 +25,16 @@ def carol(appliance):
 
 
 @pytest.fixture(scope="module")
-def cookie(appliance, carol):
+def session(appliance, carol):
+    """Carol signed in to the dashboard."""
     client = appliance.client()
     client.login("carol@example.com", "carol-password-1")
-    return cookie_of(client)
+    return client
+
+
+@pytest.fixture(scope="module")
+def cookie(session):
+    return cookie_of(session)
 
 
 class Training:
@@ -78,7 +84,7 @@ def ints(*values: int) -> bytes:
     return struct.pack(f"<{len(values)}i", *values)
 
 
-async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(appliance, carol, cookie):
+async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(appliance, carol, cookie, session):
     async with Training(appliance, carol, cookie, 8) as run:
         size = 1000
         written = await run.ask(0, {"type": "ps-write", "key": "w", "dtype": "int32"}, ints(*[0] * size))
@@ -132,6 +138,11 @@ async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(
     assert set(struct.unpack(f"<{size}i", raw.content)) == {expected}
     assert carol.http.get(f"/runs/{run.run['id']}/parameters/A/m", params={"format": "json"}).json() == [7, 7, 7]
     assert carol.http.get(f"/runs/{run.run['id']}/parameters/A/absent").status_code == 404
+    # The run page lists them with their downloads.
+    page = session.get(f"/ui/runs/{run.run['id']}").text
+    assert "Parameter server" in page and f"/ui/runs/{run.run['id']}/parameters/A/w" in page
+    download = session.get(f"/ui/runs/{run.run['id']}/parameters/A/m", params={"format": "json"})
+    assert download.json() == [7, 7, 7] and "attachment" in download.headers["content-disposition"]
     # Another coordinator is told there is no such run.
     appliance.add_user("dave@example.com", "coordinator", "dave-password-1")
     dave = Api(appliance, token_for(appliance, "dave@example.com"))
