@@ -27,20 +27,12 @@ class TransferTag:
     private: bool = False
 
 
-@dataclass
-class Transfer:
-    id: str
-    sha256: str
-    size: int
-    source: str  # worker ids
+class Pairing:
+    """The two workers a transfer or link joins (they may signal each other) and what each reported."""
+
+    source: str
     target: str
-    started: float = field(default_factory=time.monotonic)
-    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    # Bytes each end says it moved; the smaller counts (one browser cannot inflate it).
-    reported: dict[str, int] = field(default_factory=dict)
-    tag: TransferTag | None = None
-    # Worker id -> account id of both ends, as they were when the transfer was arranged.
-    accounts: dict[str, int] = field(default_factory=dict)
+    reported: dict[str, int]
 
     def peer_of(self, worker_id: str) -> str | None:
         if worker_id == self.source:
@@ -55,7 +47,23 @@ class Transfer:
 
 
 @dataclass
-class Link:
+class Transfer(Pairing):
+    id: str
+    sha256: str
+    size: int
+    source: str  # worker ids
+    target: str
+    started: float = field(default_factory=time.monotonic)
+    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    # Bytes each end says it moved; the smaller counts (one browser cannot inflate it).
+    reported: dict[str, int] = field(default_factory=dict)
+    tag: TransferTag | None = None
+    # Worker id -> account id of both ends, as they were when the transfer was arranged.
+    accounts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Link(Pairing):
     """A direct browser-to-browser link between two ranks' workers of a run (peer messages, collectives).
 
     Metered like a transfer when it closes: each end reports the bytes it moved through the link
@@ -70,17 +78,6 @@ class Link:
     reported: dict[str, int] = field(default_factory=dict)
     # The reports trail the traffic by up to a second (pages throttle them): wait that long to meter.
     settle_seconds: float = 2.0
-
-    def peer_of(self, worker_id: str) -> str | None:
-        if worker_id == self.source:
-            return self.target
-        if worker_id == self.target:
-            return self.source
-        return None
-
-    @property
-    def counted_bytes(self) -> int:
-        return min(self.reported.values()) if len(self.reported) == 2 else 0
 
 
 class Transfers:

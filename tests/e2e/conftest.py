@@ -1,5 +1,8 @@
+import httpx
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
+
+from tests.support import ADMIN_EMAIL, Appliance
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -29,3 +32,51 @@ def page(chromium):
     page = context.new_page()
     yield page
     context.close()
+
+
+# For modules that run jobs: they define `appliance`; these give the admin's API token and client,
+# and four worker tabs.
+
+
+@pytest.fixture(scope="module")
+def token(appliance):
+    return appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
+
+
+@pytest.fixture(scope="module")
+def api(appliance, token):
+    client = httpx.Client(base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    yield client
+    client.close()
+
+
+class Workers:
+    """Worker tabs, each in its own browser context (own cookies and IndexedDB)."""
+
+    def __init__(self, chromium, appliance: Appliance, token: str):
+        self.chromium, self.appliance, self.token = chromium, appliance, token
+        self.tabs: list = []
+
+    def add(self, count: int = 1) -> None:
+        for _ in range(count):
+            context = self.chromium.new_context()
+            page = context.new_page()
+            page.goto(f"{self.appliance.url}/worker/start#token={self.token}")
+            expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
+            self.tabs.append(page)
+
+    def close(self, page) -> None:
+        self.tabs.remove(page)
+        page.context.close()
+
+    def busy(self) -> list:
+        return [t for t in self.tabs if t.evaluate("window.peermrWorker.state") == "busy"]
+
+
+@pytest.fixture(scope="module")
+def workers(chromium, appliance, token):
+    fleet = Workers(chromium, appliance, token)
+    fleet.add(4)
+    yield fleet
+    for page in list(fleet.tabs):
+        fleet.close(page)

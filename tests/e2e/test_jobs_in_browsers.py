@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import expect
 
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, free_port, run_cli
 
@@ -82,50 +81,6 @@ def appliance(tmp_path_factory, data_server):
     ).start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def token(appliance):
-    return appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
-
-
-@pytest.fixture(scope="module")
-def api(appliance, token):
-    client = httpx.Client(base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    yield client
-    client.close()
-
-
-class Workers:
-    """Worker tabs, each in its own browser context (own cookies and IndexedDB)."""
-
-    def __init__(self, chromium, appliance: Appliance, token: str):
-        self.chromium, self.appliance, self.token = chromium, appliance, token
-        self.tabs: list = []
-
-    def add(self, count: int = 1) -> None:
-        for _ in range(count):
-            context = self.chromium.new_context()
-            page = context.new_page()
-            page.goto(f"{self.appliance.url}/worker/start#token={self.token}")
-            expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
-            self.tabs.append(page)
-
-    def close(self, page) -> None:
-        self.tabs.remove(page)
-        page.context.close()
-
-    def busy(self) -> list:
-        return [t for t in self.tabs if t.evaluate("window.peermrWorker.state") == "busy"]
-
-
-@pytest.fixture(scope="module")
-def workers(chromium, appliance, token):
-    fleet = Workers(chromium, appliance, token)
-    fleet.add(4)
-    yield fleet
-    for page in list(fleet.tabs):
-        fleet.close(page)
 
 
 def save_and_run(api: httpx.Client, name: str, script: str, **overrides) -> int:

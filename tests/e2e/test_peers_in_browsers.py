@@ -14,8 +14,9 @@ import httpx
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from tests.e2e.test_jobs_in_browsers import EXAMPLES, Workers, logs, output, save_and_run, wait
-from tests.support import ADMIN_EMAIL, Appliance
+from tests.e2e.conftest import Workers
+from tests.e2e.test_jobs_in_browsers import EXAMPLES, logs, output, save_and_run, wait
+from tests.support import Appliance
 
 pytestmark = pytest.mark.e2e
 
@@ -30,27 +31,6 @@ def appliance(tmp_path_factory):
     server = Appliance(tmp_path_factory.mktemp("peers") / "data").start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def token(appliance):
-    return appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
-
-
-@pytest.fixture(scope="module")
-def api(appliance, token):
-    client = httpx.Client(base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def workers(chromium, appliance, token):
-    fleet = Workers(chromium, appliance, token)
-    fleet.add(4)
-    yield fleet
-    for page in list(fleet.tabs):
-        fleet.close(page)
 
 
 def job(workers: int, body: str, **settings) -> str:
