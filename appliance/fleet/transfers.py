@@ -76,7 +76,8 @@ class Link(Pairing):
     tag: TransferTag | None = None
     accounts: dict[str, int] = field(default_factory=dict)
     reported: dict[str, int] = field(default_factory=dict)
-    # The reports trail the traffic by up to a second (pages throttle them): wait that long to meter.
+    # Pages report before their task-done, so the reports are in when the run ends; a link closed
+    # because a worker left may still get the other end's last report within this.
     settle_seconds: float = 2.0
 
 

@@ -151,6 +151,7 @@ export class Peers {
     this.tasks = new Set();     // running tasks (of the task runner) whose sandbox has started
     this.pending = new Map();   // request id to the appliance -> {task, resolve}
     this.links = new Map();     // `${runId}:${worker id}` -> Link
+    this.open = new Set();      // every open Link (two may join the same workers when both opened one)
     this.workers = new Map();   // `${runId}.${group}.${stage}.${rank}` -> the worker id of that rank
     this.inbox = [];            // {header, data, at} of direct messages for no running task, oldest first
     this.inboxBytes = 0;
@@ -275,17 +276,25 @@ export class Peers {
   }
 
   newLink(id, runId, worker) {
-    return new Link(id, runId, worker, {
+    const link = new Link(id, runId, worker, {
       onMessage: (link, header, data) => this.arrived(link, header, data),
       onClose: link => this.dropLink(link),
       onBytes: link => this.reportBytes(link),
     });
+    this.open.add(link);
+    return link;
   }
 
   dropLink(link) {
     const key = `${link.runId}:${link.worker}`;
     if (this.links.get(key) === link) this.links.delete(key);
+    this.open.delete(link);
     this.sendBytes(link);
+  }
+
+  // Before a task of the run reports its end: the appliance meters the run's links when it ends.
+  flushBytes(runId) {
+    for (const link of this.open) if (link.runId === runId) this.sendBytes(link);
   }
 
   // Both ends report the bytes a link moved (the appliance bills the smaller count), at most once

@@ -205,6 +205,7 @@ export class TaskRunner {
         return;
       }
       this.flushLogs(task);
+      this.peers?.flushBytes(task.spec.runId);
       this.send(message);
       this.end(task);
     }, () => {});  // a store failure has failed the task already
@@ -213,6 +214,7 @@ export class TaskRunner {
   fail(task, error, stack = '') {
     if (task.ended) return;
     this.flushLogs(task);
+    this.peers?.flushBytes(task.spec.runId);
     this.send({type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_TEXT), stack: stack.slice(0, MAX_STACK)});
     this.end(task);
   }
