@@ -188,7 +188,7 @@ REPLACED = """
     context.emit('sender', 'done');
   } else {
     context.log('rank 1 waiting');
-    await new Promise(resolve => setTimeout(resolve, 4000));
+    await new Promise(resolve => setTimeout(resolve, 10000));  // time for the test to close this tab
     context.emit('received', await context.receiveFromRank(0, 'early'));
   }
 """
