@@ -16,7 +16,8 @@ from sklearn.linear_model import LogisticRegression
 
 from tests.e2e.conftest import Workers
 from tests.e2e.test_jobs_in_browsers import EXAMPLES, logs, output, save_and_run, wait
-from tests.support import Appliance
+from tests.s3_server import REGION, MotoServer
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 pytestmark = pytest.mark.e2e
 
@@ -257,3 +258,32 @@ def test_tensorflow_js_data_parallel_training_keeps_every_rank_identical(api, wo
     assert len(checksums) == 4 and len(set(checksums)) == 1, checksums
     out = dict(records)
     assert out["test accuracy"] >= 0.95, out
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    server = MotoServer(tmp_path_factory.mktemp("moto")).start()
+    yield server
+    server.stop()
+
+
+def test_indirect_messages_of_an_s3_run_go_through_the_accounts_bucket(appliance, api, workers, s3):
+    bucket = s3.create_bucket("peer-data")
+    admin = appliance.client()
+    admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    settings = {"provider": "s3", "endpoint_url": s3.url, "region": REGION, "bucket": bucket}
+    saved = admin.form("/ui/cloud", {**settings, "access_key_id": "test-key", "secret_access_key": "test-secret"})
+    assert saved.status_code in (200, 303), saved.text
+    admin.form("/ui/cloud/cors")
+    script = job(4, RING).replace("storageType = 'pmrfs'", "storageType = 's3'")
+    run_id = save_and_run(api, "ring-s3", script)
+    out = succeeded(api, run_id)
+    for r in range(4):
+        assert out[f"indirect-{r}"]["first"] == {"from": (r + 3) % 4, "mode": "indirect"}
+        assert out[f"direct-{r}"]["second"] == [(r + 1) % 4, (r + 1) % 4 * 10.5]
+    # The messages were objects under the run's prefix, deleted when it ended.
+    deadline = time.monotonic() + 30
+    prefix = f"peermr/runs/{run_id}/messages/"
+    while s3.client().list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not s3.client().list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents")
