@@ -54,10 +54,20 @@
     return typeof key === 'string' ? key : (JSON.stringify(key) ?? 'null');
   }
 
-  // FNV-1a 32 over the UTF-8 bytes of the key string, without building the bytes.
+  // FNV-1a 32 over the UTF-8 bytes of the key string, without building the bytes. Every emit of a
+  // hash-partitioned stage comes here: ASCII (a byte per char) is hashed inline, the rest of a key
+  // from its first other char on goes through eachUtf8Byte.
   function partitionOf(key, partitions) {
+    const s = keyString(key);
     let hash = 0x811c9dc5;
-    eachUtf8Byte(keyString(key), b => { hash = Math.imul(hash ^ b, 16777619); });
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) {
+        eachUtf8Byte(s.slice(i), b => { hash = Math.imul(hash ^ b, 16777619); });
+        break;
+      }
+      hash = Math.imul(hash ^ c, 16777619);
+    }
     return (hash >>> 0) % partitions;
   }
 

@@ -251,7 +251,7 @@ def test_key_strings_agree(js, keys):
 def test_partitions_agree_on_many_keys(js):
     keys = (
         [f"word{i}" for i in range(500)]
-        + ["", "é", "日本語", "😀 emoji", "a\u0000b", "\ud800 lone surrogate", "ﬁ"]
+        + ["", "é", "日本語", "😀 emoji", "a\u0000b", "\ud800 lone surrogate", "ﬁ", "théta", "naïve café", "ab😀"]
         + list(range(-50, 50))
         + [0.5, 1e21, -1.25e-9, 2**53, True, False, None]
         + [[i, "x", [i / 3]] for i in range(50)]
