@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.parse
 import uuid
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -104,6 +105,23 @@ def _postgres_rows(database_url: str, sql: str) -> list[tuple]:
     # A thread of its own, so this works whether or not the caller runs in an event loop.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, fetch()).result()
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A test HTTP server's handler that logs nothing and answers with ``reply``."""
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status: int, body: bytes = b"", content_type: str = "text/plain", headers: dict | None = None):
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.send_header("cache-control", "no-store")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
 
 
 class Appliance:

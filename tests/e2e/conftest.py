@@ -2,6 +2,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from tests.s3_server import MotoServer
 from tests.support import ADMIN_EMAIL, Appliance
 
 CHROMIUM = "/usr/bin/chromium"
@@ -80,3 +81,11 @@ def workers(chromium, appliance, token):
     yield fleet
     for page in list(fleet.tabs):
         fleet.close(page)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """moto's S3-compatible server, for s3 runs."""
+    server = MotoServer(tmp_path_factory.mktemp("moto")).start()
+    yield server
+    server.stop()

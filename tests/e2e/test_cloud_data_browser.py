@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 
 from appliance.cloud import service
 from appliance.cloud.service import CloudStorage
-from tests.s3_server import REGION, MotoServer
+from tests.s3_server import REGION
 from tests.support import Appliance
 
 pytestmark = pytest.mark.e2e
@@ -38,13 +38,6 @@ WORKER_ROUND_TRIP = """async ([putUrl, getUrl, text]) => {
     worker.postMessage([putUrl, getUrl, text]);
   });
 }"""
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    server = MotoServer(tmp_path_factory.mktemp("moto")).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -311,15 +311,6 @@ def test_a_syntax_error_is_refused_at_save_with_its_line(api):
     assert re.search(r"line 2", body["detail"])
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    from tests.s3_server import MotoServer
-
-    server = MotoServer(tmp_path_factory.mktemp("moto")).start()
-    yield server
-    server.stop()
-
-
 def test_storage_type_s3_reads_and_writes_the_accounts_bucket(appliance, api, workers, s3):
     from tests.s3_server import REGION
 

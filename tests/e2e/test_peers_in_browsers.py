@@ -16,7 +16,7 @@ from sklearn.linear_model import LogisticRegression
 
 from tests.e2e.conftest import Workers
 from tests.e2e.test_jobs_in_browsers import EXAMPLES, logs, output, save_and_run, wait
-from tests.s3_server import REGION, MotoServer
+from tests.s3_server import REGION
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 pytestmark = pytest.mark.e2e
@@ -258,13 +258,6 @@ def test_tensorflow_js_data_parallel_training_keeps_every_rank_identical(api, wo
     assert len(checksums) == 4 and len(set(checksums)) == 1, checksums
     out = dict(records)
     assert out["test accuracy"] >= 0.95, out
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    server = MotoServer(tmp_path_factory.mktemp("moto")).start()
-    yield server
-    server.stop()
 
 
 def test_indirect_messages_of_an_s3_run_go_through_the_accounts_bucket(appliance, api, workers, s3):

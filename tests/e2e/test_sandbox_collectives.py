@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.support import QuietHandler
 
 pytestmark = pytest.mark.e2e
 
@@ -203,22 +205,9 @@ window.harnessReady = true;
 """
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     scripts: dict[str, str] = {}
     bucket: dict[str, bytes] = {}
-
-    def log_message(self, *args):
-        pass
-
-    def reply(self, status: int, body: bytes = b"", content_type: str = "text/plain", headers: dict | None = None):
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(body)))
-        self.send_header("cache-control", "no-store")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self):
         path = self.path.split("?")[0]

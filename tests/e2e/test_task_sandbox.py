@@ -11,13 +11,14 @@ import json
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from appliance.jobs import codecs
+from tests.support import QuietHandler
 
 pytestmark = pytest.mark.e2e
 
@@ -81,7 +82,7 @@ window.harnessReady = true;
 """
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     """The appliance's part: static files, sandbox scripts with their CSP, a bucket, an echo."""
 
     origin = ""
@@ -89,19 +90,6 @@ class Handler(BaseHTTPRequestHandler):
     bucket: dict[str, bytes] = {}
     posts: list[str] = []
     ticks: Counter = Counter()
-
-    def log_message(self, *args):
-        pass
-
-    def reply(self, status: int, body: bytes = b"", content_type: str = "text/plain", headers: dict | None = None):
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(body)))
-        self.send_header("cache-control", "no-store")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self):
         url = urlsplit(self.path)
