@@ -8,6 +8,7 @@ binary WebSocket frames. Browsers drive the same paths in tests/e2e/test_peers_i
 from __future__ import annotations
 
 import asyncio
+import re
 import struct
 
 import pytest
@@ -123,6 +124,7 @@ async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(
         assert (await run.ask(4, {**cas, "ifVersion": 2}, floats(7, 7, 7)))["version"] == 3
         created = await run.ask(5, {"type": "ps-write", "key": "new", "dtype": "uint8", "ifVersion": 0}, b"\1")
         assert created["version"] == 1
+        await run.ask(6, {"type": "ps-write", "key": "layer/0/bias", "dtype": "float64"}, floats(0.5))
 
         done = await run.finish()
         assert done["state"] == "succeeded", done
@@ -132,6 +134,7 @@ async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(
         ("A", "w", "int32", size),
         ("A", "m", "float64", 3),
         ("A", "new", "uint8", 1),
+        ("A", "layer/0/bias", "float64", 1),
     }
     raw = carol.http.get(f"/runs/{run.run['id']}/parameters/A/w")
     assert raw.status_code == 200 and raw.headers["x-peermr-dtype"] == "int32"
@@ -143,6 +146,9 @@ async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(
     assert "Parameter server" in page and f"/ui/runs/{run.run['id']}/parameters/A/w" in page
     download = session.get(f"/ui/runs/{run.run['id']}/parameters/A/m", params={"format": "json"})
     assert download.json() == [7, 7, 7] and "attachment" in download.headers["content-disposition"]
+    # A key with slashes, by the page's own link.
+    link = re.search(r'href="(/ui/runs/\d+/parameters/A/layer[^"?]*)"', page).group(1)
+    assert session.get(link, params={"format": "json"}).json() == [0.5]
     # Another coordinator is told there is no such run.
     appliance.add_user("dave@example.com", "coordinator", "dave-password-1")
     dave = Api(appliance, token_for(appliance, "dave@example.com"))
