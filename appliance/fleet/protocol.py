@@ -167,6 +167,8 @@ class TaskFailed(Base, tag="task-failed"):
     task_id: TaskId
     error: Annotated[str, msgspec.Meta(max_length=2000)]
     stack: Annotated[str, msgspec.Meta(max_length=8000)] = ""
+    # The job did not catch a collective's or direct receive's PeerLostError (another rank left).
+    peer_lost: bool = False
 
 
 # ---------------------------------------------------------------- peers and the parameter server (worker to server)
@@ -368,6 +370,8 @@ class TaskAssign(Base, tag="task-assign"):
     fetch_origins: list[str]
     seed: int = 0
     staleness: int = 0
+    # Bumped each time a rank of the group loses its worker: direct messages of older epochs are dropped.
+    epoch: int = 0
 
 
 class TaskCancel(Base, tag="task-cancel"):

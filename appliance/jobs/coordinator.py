@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 TICK_SECONDS = 1.0
 MAX_PARALLEL_COPIES = 8
 MAX_STAGING_FAILURES = 3
+# Times a group's stage may start again after a rank was lost mid-collective.
+MAX_PEER_RESTARTS = 3
 RESTART_REASON = "the appliance restarted while this run was running; run it again"
 # A run's task history (one row per attempt), written when it ends; 14 values a row keep an INSERT
 # under SQLite's and asyncpg's limits of 32,766 parameters.
@@ -99,6 +101,10 @@ class Active:
     # Ranks talking to ranks (jobs/peers.py): indirect messages, and the parameter server.
     mail: Mailbox = field(default_factory=Mailbox)
     params: ParameterServer | None = None
+    # Per group: the epoch (a count of ranks lost), when a rank was last lost, and the stage restarts.
+    epochs: dict[str, int] = field(default_factory=dict)
+    lost_at: dict[str, float] = field(default_factory=dict)
+    peer_restarts: dict[tuple[str, int], set[int]] = field(default_factory=dict)
 
     @property
     def script_url(self) -> str:
@@ -123,7 +129,7 @@ class Coordinator:
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.background: set[asyncio.Task] = set()
-        self.peers = Peers(fleet, self._spawn)
+        self.peers = Peers(fleet, self._spawn, settings.job_replacement_grace_seconds)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -371,6 +377,8 @@ class Coordinator:
         place = run.execution.rank_of(worker_id)
         again = run.execution.lose_worker(worker_id)
         if place is not None:
+            run.epochs[place[0]] = run.epochs.get(place[0], 0) + 1
+            run.lost_at[place[0]] = time.monotonic()
             self.peers.rank_lost(run, place[0], place[1], f"its worker {why}")
             run.vacant_since.setdefault(place, time.monotonic())
             self.logs.add(
@@ -457,6 +465,7 @@ class Coordinator:
             fetch_origins=run.origins,
             seed=run.spec.seed or 0,
             staleness=run.spec.staleness or 0,
+            epoch=run.epochs.get(task.group, 0),
         )
         try:
             await worker.send(assign)
@@ -536,6 +545,18 @@ class Coordinator:
 
     def _failed(self, run: Active, task: Task, message: p.TaskFailed) -> None:
         where = f"{_stage_name(run.execution, task.stage)} on rank {task.rank} of group {task.group}"
+        if message.peer_lost and self._restart_after_peer_loss(run, task):
+            self.logs.add(
+                run.run_id,
+                f"{where} starts again: {message.error}",
+                source=task.worker_id or "coordinator",
+                level="warn",
+                group=task.group,
+                rank=task.rank,
+            )
+            run.execution.retry(task, "failed", message.error)
+            self.wake.set()
+            return
         if message.error.startswith("input-missing:"):
             sha = message.error.split(":", 1)[1].strip()
             again = run.execution.input_lost(task, sha)
@@ -554,6 +575,21 @@ class Coordinator:
         )
         run.execution.retry(task, "failed", message.error)
         self._spawn(self._end(run, "failed", f"{where} failed: {message.error}"))
+
+    def _restart_after_peer_loss(self, run: Active, task: Task) -> bool:
+        """Whether a task that failed on a lost peer starts again (with the replacement) instead of failing
+        the run: the loss came after this attempt started (the browser cannot invent one), no rank of the
+        stage finished (it would not join the collectives again), and the stage has restarts left."""
+        lost = run.lost_at.get(task.group)
+        if lost is None or lost < task.started:
+            return False
+        stage = [run.execution.task(task.group, task.stage, r) for r in range(run.execution.worker_count)]
+        if any(t.state == "done" for t in stage):
+            return False
+        # One restart per loss (epoch), however many ranks report it.
+        epochs = run.peer_restarts.setdefault((task.group, task.stage), set())
+        epochs.add(run.epochs[task.group])
+        return len(epochs) <= MAX_PEER_RESTARTS
 
     # ------------------------------------------------------------ the end of a run
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 
@@ -77,9 +78,11 @@ class Mailbox:
 class Peers:
     """Handles a run's peer and parameter-server requests (the coordinator routes them here)."""
 
-    def __init__(self, fleet: Fleet, spawn: Callable[[Coroutine], None]):
+    def __init__(self, fleet: Fleet, spawn: Callable[[Coroutine], None], replacement_grace: float):
         self.fleet = fleet
         self.spawn = spawn
+        # How long a link to a rank being replaced waits for the replacement (the run fails after it).
+        self.replacement_grace = replacement_grace
         # Requests that may wait (receives, links, reads, clocks) by run: cancelled when it ends.
         self.waits: dict[int, set[asyncio.Task]] = {}
 
@@ -183,10 +186,9 @@ class Peers:
 
     async def _link(self, run, task: Task, worker: Worker, message: p.PeerLink) -> None:
         error = self._rank_error(run, message.to_rank)
-        target_id = None if error else run.execution.groups[task.group].ranks[message.to_rank]
-        target = self.fleet.get(target_id) if target_id else None
+        target = None if error else await self._holder(run, task.group, message.to_rank)
         if not error and target is None:
-            error = f"rank {message.to_rank} of group {task.group} has no worker right now (it is being replaced)"
+            error = f"rank {message.to_rank} of group {task.group} has no worker (it was not replaced in time)"
         if not error and target is worker:
             error = "a rank cannot link to itself"
         if error:
@@ -197,6 +199,16 @@ class Peers:
         link = self.fleet.transfers.link(worker.worker_id, target.worker_id, run.run_id, tag, accounts)
         await target.send(p.PeerLinkOpen(link_id=link.id, from_=worker.worker_id, run_id=run.run_id))
         await worker.send(p.PeerLinkReply(reply_to=message.id, link_id=link.id, to=target.worker_id))
+
+    async def _holder(self, run, group: str, rank: int) -> Worker | None:
+        """The worker holding the rank; while it is being replaced, its replacement once it joins."""
+        deadline = time.monotonic() + self.replacement_grace
+        while time.monotonic() < deadline:
+            holder = run.execution.groups[group].ranks[rank]
+            if holder is not None and (worker := self.fleet.get(holder)) is not None:
+                return worker
+            await asyncio.sleep(0.25)
+        return None
 
     def rank_lost(self, run, group: str, rank: int, why: str) -> None:
         """Tell the other ranks of the group: direct receives from it and collectives cannot complete."""

@@ -47,8 +47,9 @@ function parseHeader(text) {
     return null;
   }
   const valid = typeof h?.group === 'string' && Number.isInteger(h.stage) && isRank(h.fromRank) && isRank(h.toRank) &&
-    typeof h.tag === 'string' && h.tag.length >= 1 && h.tag.length <= MAX_TAG && isRank(h.size) && h.size <= MAX_DIRECT;
-  return valid ? h : null;
+    typeof h.tag === 'string' && h.tag.length >= 1 && h.tag.length <= MAX_TAG && isRank(h.size) && h.size <= MAX_DIRECT &&
+    isRank(h.epoch ?? 0);
+  return valid ? {...h, epoch: h.epoch ?? 0} : null;
 }
 
 function opened(channel) {
@@ -137,8 +138,11 @@ class Link {
 
 // --- peers ---------------------------------------------------------------------------------------
 
-const addressed = (spec, header) => spec.runId === header.runId && spec.group === header.group &&
+const sameRank = (spec, header) => spec.runId === header.runId && spec.group === header.group &&
   spec.stage === header.stage && spec.rank === header.toRank;
+// The epoch counts the ranks the group lost: after a loss the stage starts again, and a message an
+// attempt of the old epoch sent must not reach one of the new (it would be summed twice).
+const addressed = (spec, header) => sameRank(spec, header) && (spec.epoch ?? 0) === header.epoch;
 
 export class Peers {
   // send, sendBinary(header, payload): a message, a binary frame, to the appliance; getStore: the
@@ -178,7 +182,9 @@ export class Peers {
     this.tasks.add(task);
     this.pruneInbox();
     const waiting = this.inbox.filter(message => addressed(task.spec, message.header));
-    this.inbox = this.inbox.filter(message => !waiting.includes(message));
+    const stale = this.inbox.filter(m => sameRank(task.spec, m.header) && m.header.epoch < (task.spec.epoch ?? 0));
+    this.inbox = this.inbox.filter(message => !waiting.includes(message) && !stale.includes(message));
+    for (const {data} of stale) this.inboxBytes -= data.byteLength;
     for (const {header, data} of waiting) {
       this.inboxBytes -= data.byteLength;
       this.deliver(task, header, data);
@@ -216,7 +222,8 @@ export class Peers {
     if (direct === true) {
       const {runId, group, stage, rank: fromRank} = task.spec;
       const link = await this.link(task, rank);
-      await link.send({runId, group, stage, fromRank, toRank: rank, tag, size: data.byteLength}, data);
+      const epoch = task.spec.epoch ?? 0;
+      await link.send({runId, group, stage, fromRank, toRank: rank, tag, epoch, size: data.byteLength}, data);
       return {};
     }
     let stored = {key, size};
@@ -325,8 +332,10 @@ export class Peers {
     // Replies to the sender go back over the same link.
     this.workers.set(`${header.runId}.${header.group}.${header.stage}.${header.fromRank}`, link.worker);
     const task = [...this.tasks].find(t => addressed(t.spec, header));
-    if (task) this.deliver(task, header, data);
-    else this.keep(header, data);
+    if (task) return this.deliver(task, header, data);
+    // Of an older epoch than this rank's task: stale. Of a newer one: for the task that starts next.
+    const stale = [...this.tasks].some(t => sameRank(t.spec, header) && (t.spec.epoch ?? 0) > header.epoch);
+    if (!stale) this.keep(header, data);
   }
 
   deliver(task, header, data) {

@@ -13,7 +13,7 @@
 //                    {type: 'worker-timeout', seconds}, {type: 'need-put-url', id, partition},
 //                    {type: 'output', partition, data (transferred), records}            (pmrfs)
 //                    {type: 'output', partition, key, size, records}                     (s3, after its PUT)
-//                    {type: 'done', emits, cpuMs}, {type: 'failed', error, stack}
+//                    {type: 'done', emits, cpuMs}, {type: 'failed', error, stack, peerLost}
 // Ranks of a stage talk through the page (payloads encoded by static/worker/collectives.js):
 //   sandbox -> page  {type: 'peer-send', id, rank, tag, data (transferred), direct?}  (direct, or pmrfs)
 //                    {type: 'peer-put-url', id, rank, tag}, then {type: 'peer-send', id, rank, tag, key, size}  (s3)
@@ -166,7 +166,9 @@
     task.ended = task.completed = true;
     const isError = error !== null && typeof error === 'object' && 'message' in error;
     const message = isError ? String(error.message) : formatArg(error);
-    post({type: 'failed', error: message.slice(0, MAX_TEXT), stack: jobStack(isError ? error.stack : '').slice(0, MAX_STACK)});
+    // A lost peer the job did not catch: the appliance may start the stage again with the replacement.
+    const peerLost = isError && error.name === 'PeerLostError';
+    post({type: 'failed', error: message.slice(0, MAX_TEXT), stack: jobStack(isError ? error.stack : '').slice(0, MAX_STACK), peerLost});
   }
 
   scope.addEventListener('error', event => {

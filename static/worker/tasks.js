@@ -137,7 +137,7 @@ export class TaskRunner {
       case 'progress': this.progress(task, m); break;
       case 'output': this.output(task, m); break;
       case 'done': this.done(task, m); break;
-      case 'failed': this.fail(task, String(m.error ?? 'the task failed'), String(m.stack ?? '')); break;
+      case 'failed': this.fail(task, String(m.error ?? 'the task failed'), String(m.stack ?? ''), m.peerLost === true); break;
       case 'worker-timeout':
         if (typeof m.seconds === 'number' && m.seconds > 0) this.send({type: 'task-worker-timeout', taskId: task.id, seconds: m.seconds});
         break;
@@ -211,11 +211,12 @@ export class TaskRunner {
     }, () => {});  // a store failure has failed the task already
   }
 
-  fail(task, error, stack = '') {
+  fail(task, error, stack = '', peerLost = false) {
     if (task.ended) return;
     this.flushLogs(task);
     this.peers?.flushBytes(task.spec.runId);
-    this.send({type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_TEXT), stack: stack.slice(0, MAX_STACK)});
+    const failed = {type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_TEXT), stack: stack.slice(0, MAX_STACK)};
+    this.send(peerLost ? {...failed, peerLost} : failed);
     this.end(task);
   }
 

@@ -215,7 +215,7 @@ MID_COLLECTIVE = """
 """
 
 
-def test_a_rank_closed_mid_collective_gives_the_right_sum_or_names_the_rank(api, workers):
+def test_a_rank_closed_mid_collective_still_gives_the_right_sums(api, workers):
     run_id = save_and_run(api, "mid-collective", job(3, MID_COLLECTIVE))
     victim = running_worker_of(api, run_id, "collectives under way")
     close_worker(workers, victim)
@@ -227,10 +227,11 @@ def test_a_rank_closed_mid_collective_gives_the_right_sum_or_names_the_rank(api,
     assert steps
     for k, first, last in steps:
         assert float(first) == float(last) == 6 * (int(k) + 1)
-    if run["state"] == "failed":
-        assert re.search(r"rank \d of group A failed during allReduce 'step-\d+'", run["reason"]), run["reason"]
-    else:
-        assert run["state"] == "succeeded", run
+    # The other ranks' allReduce failed on the lost rank (PeerLostError names it); the stage started
+    # again once the replacement joined, and every rank went through all 60 steps.
+    assert run["state"] == "succeeded", run["reason"] + text[-3000:]
+    assert re.search(r"starts again: rank \d of group A failed during allReduce 'step-\d+'", text), text[-3000:]
+    assert {int(k) for k, _, _ in steps} == set(range(60))
 
 
 @pytest.mark.parametrize("staleness", [0, 2])

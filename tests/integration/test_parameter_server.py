@@ -219,3 +219,12 @@ async def test_peer_mailbox_and_requests_in_the_name_of_another_task(appliance, 
         clocks = await asyncio.gather(run.ask(0, {"type": "ps-clock"}), run.ask(1, {"type": "ps-clock"}))
         assert [c["clock"] for c in clocks] == [1, 1]
         assert (await run.finish())["state"] == "succeeded"
+
+
+async def test_a_peer_lost_failure_without_a_lost_peer_fails_the_run(appliance, carol, cookie):
+    # A browser cannot make the appliance start a stage again by claiming a peer was lost.
+    async with Training(appliance, carol, cookie, 2) as run:
+        worker, task = run.maps[0]
+        await worker.send({"type": "task-failed", "taskId": task["taskId"], "error": "made up", "peerLost": True})
+        done = await carol.wait(run.run["id"])
+        assert done["state"] == "failed" and "made up" in done["reason"]
