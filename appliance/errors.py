@@ -5,9 +5,10 @@ The message is written for people and shown as it is (in JSON errors and on page
 
 
 class ServiceError(Exception):
-    """A request a domain cannot honour; ``status`` is the HTTP status."""
+    """A request a domain cannot honour; ``status`` is the HTTP status, ``extra`` more for API clients."""
 
     status = 400
+    extra: dict | None = None
 
 
 class InvalidRequest(ServiceError):

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import msgspec
 from litestar import Request, delete, get, post, put
 from litestar.di import NamedDependency
-from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.response import Response, Stream
 from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
@@ -16,26 +14,13 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
 from appliance.config import Settings
-from appliance.errors import ServiceError
 from appliance.jobs import parameters, service
 from appliance.jobs.outputs import cloud_reader, json_lines
-from appliance.jobs.service import JobInfo, RunInfo, ScriptRefused
+from appliance.jobs.service import JobInfo, RunInfo
 from appliance.pmrfs.blobstore import store_for
+from appliance.web.errors import api_errors
 
 TAGS = ["jobs"]
-
-
-@contextlib.contextmanager
-def api_errors():
-    """Refusals as JSON errors with their status; a refused script also says where."""
-    try:
-        yield
-    except ScriptRefused as exc:
-        raise HTTPException(
-            status_code=exc.status, detail=str(exc), extra={"line": exc.line, "column": exc.column}
-        ) from None
-    except ServiceError as exc:
-        raise HTTPException(status_code=exc.status, detail=str(exc)) from None
 
 
 class JobIn(msgspec.Struct, forbid_unknown_fields=True):

@@ -47,6 +47,7 @@ class ScriptRefused(InvalidRequest):
         super().__init__(str(error))
         self.line = error.line
         self.column = error.column
+        self.extra = {"line": error.line, "column": error.column}
 
 
 class JobInfo(msgspec.Struct, frozen=True):

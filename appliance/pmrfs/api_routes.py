@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import urllib.parse
 
 from litestar import Request, delete, get, put
 from litestar.di import NamedDependency
-from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
@@ -15,21 +13,12 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, USER, access
 from appliance.config import Settings
-from appliance.errors import ServiceError
 from appliance.pmrfs import service
 from appliance.pmrfs.blobstore import store_for
 from appliance.pmrfs.service import BucketInfo, ObjectInfo, ObjectStatus
+from appliance.web.errors import api_errors
 
 TAGS = ["pmrfs"]
-
-
-@contextlib.contextmanager
-def api_errors():
-    """PMRFS refusals as JSON errors with their status."""
-    try:
-        yield
-    except ServiceError as exc:
-        raise HTTPException(status_code=exc.status, detail=str(exc)) from None
 
 
 def object_key(request: Request, prefix: str, key: str) -> str:

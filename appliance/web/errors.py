@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import quote
 
 from litestar import MediaType, Request, Response
@@ -16,11 +18,21 @@ from litestar.response import Redirect
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from appliance.accounts.auth import API_PREFIX, PasswordChangeRequired
+from appliance.errors import ServiceError
 from appliance.web.rendering import is_htmx, page
 
 log = logging.getLogger(__name__)
 
 CSRF_FAILURE = "CSRF token verification failed"
+
+
+@contextmanager
+def api_errors() -> Iterator[None]:
+    """A domain's refusal as the API's JSON error, with its status (and ``extra``, e.g. a script's line)."""
+    try:
+        yield
+    except ServiceError as exc:
+        raise HTTPException(status_code=exc.status, detail=str(exc), extra=exc.extra) from None
 
 
 def _wants_json(request: Request) -> bool:
