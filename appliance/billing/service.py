@@ -186,60 +186,58 @@ class PayoutInfo(msgspec.Struct, frozen=True):
     updated_at: dt.datetime
 
 
-async def invoices(account: int | None = None, period: str | None = None) -> list[InvoiceInfo]:
-    query = Invoice.select()
+# The columns of each table in the order of its Info's fields.
+_INVOICE_COLUMNS = (
+    "id",
+    "key",
+    "statement",
+    "account",
+    "period",
+    "amount",
+    "currency",
+    "state",
+    "stripe_invoice",
+    "stripe_status",
+    "hosted_url",
+    "error",
+    "attempts",
+    "updated_at",
+)
+_PAYOUT_COLUMNS = (
+    "id",
+    "key",
+    "statement",
+    "account",
+    "period",
+    "amount",
+    "currency",
+    "state",
+    "stripe_account",
+    "stripe_transfer",
+    "stripe_status",
+    "error",
+    "attempts",
+    "updated_at",
+)
+
+
+async def _settlements(table, columns: tuple[str, ...], info, account: int | None, period: str | None) -> list:
+    """Invoices or payouts, newest period first, optionally of one account or period."""
+    query = table.select(*(getattr(table, name) for name in columns))
     if account is not None:
-        query = query.where(Invoice.account == account)
+        query = query.where(table.account == account)
     if period is not None:
-        query = query.where(Invoice.period == period)
-    rows = await query.order_by(Invoice.period, ascending=False).order_by(Invoice.account)
-    return [
-        InvoiceInfo(
-            r["id"],
-            r["key"],
-            r["statement"],
-            r["account"],
-            r["period"],
-            r["amount"],
-            r["currency"],
-            r["state"],
-            r["stripe_invoice"],
-            r["stripe_status"],
-            r["hosted_url"],
-            r["error"],
-            r["attempts"],
-            r["updated_at"],
-        )
-        for r in rows
-    ]
+        query = query.where(table.period == period)
+    rows = await query.order_by(table.period, ascending=False).order_by(table.account)
+    return [info(*(r[name] for name in columns)) for r in rows]
+
+
+async def invoices(account: int | None = None, period: str | None = None) -> list[InvoiceInfo]:
+    return await _settlements(Invoice, _INVOICE_COLUMNS, InvoiceInfo, account, period)
 
 
 async def payouts(account: int | None = None, period: str | None = None) -> list[PayoutInfo]:
-    query = Payout.select()
-    if account is not None:
-        query = query.where(Payout.account == account)
-    if period is not None:
-        query = query.where(Payout.period == period)
-    rows = await query.order_by(Payout.period, ascending=False).order_by(Payout.account)
-    return [
-        PayoutInfo(
-            r["id"],
-            r["key"],
-            r["statement"],
-            r["account"],
-            r["period"],
-            r["amount"],
-            r["currency"],
-            r["state"],
-            r["stripe_account"],
-            r["stripe_transfer"],
-            r["stripe_status"],
-            r["error"],
-            r["attempts"],
-            r["updated_at"],
-        )
-        for r in rows
-    ]
+    return await _settlements(Payout, _PAYOUT_COLUMNS, PayoutInfo, account, period)
 
 
 CSV_COLUMNS = [
