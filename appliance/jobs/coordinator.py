@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import itertools
 import logging
 import time
@@ -158,13 +159,19 @@ class Coordinator:
         for row in await Run.select(Run.id, Run.owner, Run.spec).where(Run.state == "queued").order_by(Run.id):
             self.queue.append(Queued(row["id"], row["owner"], msgspec.json.decode(row["spec"], type=JobSpec)))
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro, group: set[asyncio.Task] | None = None) -> None:
+        """Run ``coro`` in the background (cancelled at stop, its error logged); ``group`` holds it too,
+        for whoever cancels the group sooner (a run's waiting peer requests when the run ends)."""
         task = asyncio.create_task(coro)
         self.background.add(task)
-        task.add_done_callback(self._reap)
+        if group is not None:
+            group.add(task)
+        task.add_done_callback(functools.partial(self._reap, group))
 
-    def _reap(self, task: asyncio.Task) -> None:
+    def _reap(self, group: set[asyncio.Task] | None, task: asyncio.Task) -> None:
         self.background.discard(task)
+        if group is not None:
+            group.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("coordinator task failed", exc_info=task.exception())
 

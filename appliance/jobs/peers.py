@@ -15,7 +15,6 @@ Every request names its task; the coordinator has checked it is the sender's cur
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -26,8 +25,6 @@ from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
 from appliance.jobs.execution import Task, stage_label
 from appliance.jobs.paramserver import ParameterError, ParameterServer
-
-log = logging.getLogger(__name__)
 
 MailKey = tuple[str, int, int, int, str]  # group, stage, from rank, to rank, tag
 
@@ -78,7 +75,7 @@ class Mailbox:
 class Peers:
     """Handles a run's peer and parameter-server requests (the coordinator routes them here)."""
 
-    def __init__(self, fleet: Fleet, spawn: Callable[[Coroutine], None], replacement_grace: float):
+    def __init__(self, fleet: Fleet, spawn: Callable[..., None], replacement_grace: float):
         self.fleet = fleet
         self.spawn = spawn
         # How long a link to a rank being replaced waits for the replacement (the run fails after it).
@@ -87,16 +84,7 @@ class Peers:
         self.waits: dict[int, set[asyncio.Task]] = {}
 
     def _wait(self, run, coro: Coroutine) -> None:
-        task = asyncio.create_task(coro)
-        waits = self.waits.setdefault(run.run_id, set())
-        waits.add(task)
-        task.add_done_callback(lambda t: self._reap(waits, t))
-
-    @staticmethod
-    def _reap(waits: set[asyncio.Task], task: asyncio.Task) -> None:
-        waits.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("a peer request failed", exc_info=task.exception())
+        self.spawn(coro, self.waits.setdefault(run.run_id, set()))
 
     def handle(self, run, task: Task, worker: Worker, message: object) -> None:
         if isinstance(message, p.Frame):
