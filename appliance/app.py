@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 
@@ -33,18 +32,29 @@ from appliance.accounts.auth import (
     access,
     access_guard,
 )
+from appliance.background import BackgroundTasks
 from appliance.billing import context as billing_context
 from appliance.billing import housekeeping as billing_housekeeping
+from appliance.billing import meters as billing_meters
 from appliance.billing import routes as billing_routes
 from appliance.billing import ui_routes as billing_ui_routes
 from appliance.billing.meters import TransferMeter
-from appliance.billing.scores import WorkerScores
 from appliance.cloud import routes as cloud_routes
 from appliance.cloud import service as cloud_service
 from appliance.config import Settings
+from appliance.events import (
+    BlobsDropped,
+    EventHub,
+    RunEnded,
+    TaskMessage,
+    TransferFinished,
+    WorkerJoined,
+    WorkerLeft,
+)
 from appliance.fleet import connection as fleet_connection
 from appliance.fleet import routes as fleet_routes
 from appliance.fleet.registry import Fleet
+from appliance.fleet.reliability import Reliability
 from appliance.jobs import api_routes as jobs_api_routes
 from appliance.jobs import sandbox_routes as jobs_sandbox_routes
 from appliance.jobs import ui_routes as jobs_ui_routes
@@ -108,6 +118,24 @@ def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -
     print("\n" + "=" * width + "\n" + "\n".join(f"  {line}" for line in lines) + "\n" + "=" * width + "\n", flush=True)
 
 
+def subscribe(
+    events: EventHub, coordinator: Coordinator, datanodes: DataNodes, meter: TransferMeter, reliability: Reliability
+) -> None:
+    """Who hears what (docs/architecture.md, "Events"); each event's subscribers run in this order."""
+    events.subscribe(WorkerJoined, reliability.worker_joined)  # its score, which selection ranks by
+    events.subscribe(WorkerJoined, datanodes.worker_joined)
+    events.subscribe(WorkerJoined, coordinator.worker_joined)
+    events.subscribe(WorkerLeft, reliability.worker_left)
+    events.subscribe(WorkerLeft, datanodes.worker_left)
+    events.subscribe(WorkerLeft, coordinator.worker_left)
+    events.subscribe(BlobsDropped, datanodes.blobs_dropped)
+    events.subscribe(TransferFinished, meter.transfer_finished)
+    events.subscribe(TransferFinished, datanodes.transfer_finished)
+    events.subscribe(TaskMessage, coordinator.task_message)
+    events.subscribe(RunEnded, billing_meters.run_ended)
+    events.subscribe(RunEnded, reliability.run_ended)
+
+
 def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
@@ -115,17 +143,18 @@ def create_app(settings: Settings) -> Litestar:
     billing_context.configure(settings)
     store = store_for(settings.data_path)
     turn = TurnService(settings, secrets.turn_secret)
-    fleet = Fleet()
+    events = EventHub()
+    fleet = Fleet(events)
     transfer_meter = TransferMeter()
-    fleet.listeners.append(transfer_meter)
-    fleet.listeners.append(WorkerScores(fleet))  # a joining worker gets its score (selection ranks by it)
+    reliability = Reliability(fleet)
     scheduler = create_scheduler(
         [*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store), *billing_housekeeping.jobs(fleet)], settings.timezone
     )
     datanodes = DataNodes(fleet, store, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
     coordinator = Coordinator(fleet, settings, store, run_logs)
-    background: set[asyncio.Task] = set()
+    subscribe(events, coordinator, datanodes, transfer_meter, reliability)
+    background = BackgroundTasks("appliance")
 
     def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
         jinja.engine.globals.update(
@@ -145,15 +174,15 @@ def create_app(settings: Settings) -> Litestar:
         run_logs.start()
         await coordinator.start()
         scheduler.start()
-        background.add(asyncio.create_task(billing_housekeeping.catch_up()))
+        background.spawn(billing_housekeeping.catch_up())
 
     async def stop_services() -> None:
         if scheduler.running:
             scheduler.shutdown(wait=False)
         await coordinator.stop()
         await transfer_meter.stop()
-        for task in background:
-            task.cancel()
+        await reliability.stop()
+        await background.cancel()
         await run_logs.stop()
         await datanodes.stop()
         await turn.stop()

@@ -32,6 +32,7 @@ BUSY_TIMEOUT_MS = 10_000
 APPS = [
     "appliance.accounts.piccolo_app",
     "appliance.turn.piccolo_app",
+    "appliance.fleet.piccolo_app",
     "appliance.pmrfs.piccolo_app",
     "appliance.jobs.piccolo_app",
     "appliance.cloud.piccolo_app",

@@ -1,6 +1,6 @@
 """Meters: what the other domains report, turned into ledger entries under the PeerMR rules.
 
-Rules (DESIGN §9, from PeerMR):
+Rules (docs/architecture.md, "Billing"):
 - a private-mode run (and a private PMRFS bucket, whose blobs only its owner's browsers hold) is
   billed for TURN relay bytes only: no CPU, GPU, peer-to-peer or storage charge, and its browsers
   are paid nothing;
@@ -8,12 +8,12 @@ Rules (DESIGN §9, from PeerMR):
   side is still charged on a non-private run: the work was done).
 
 Sources (each entry's idempotency key) and where the figures come from:
-- runs (``run_ended``, called by the jobs coordinator when a run ends): the task attempts that
+- runs (``run_ended``, on the coordinator's ``RunEnded`` event): the task attempts that
   completed (state ``done``), their execution milliseconds as the browser reported them. A GPU run's
   milliseconds are metered as ``gpu_ms`` instead of ``cpu_ms``. One consumer entry per run and
   resource (``run:<id>:consumer:<resource>``), one provider entry per worker account
   (``run:<id>:provider:<account>:<resource>``). Dated when the run ended.
-- peer-to-peer transfers (``TransferMeter``, a fleet listener): a finished transfer that carries a
+- peer-to-peer transfers (``TransferMeter``, on the fleet's ``TransferFinished``): a finished transfer that carries a
   ``TransferTag`` (the account it ran for). Both ends report the bytes they moved; the smaller
   report counts. The consumer is charged ingress plus egress (2 × counted), each end's account is
   credited what it moved (``p2p:<transfer>:consumer|egress|ingress``).
@@ -31,17 +31,21 @@ Sources (each entry's idempotency key) and where the figures come from:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 from collections.abc import Mapping
 
 import msgspec
 
-from appliance.billing import ledger
+from appliance.background import BackgroundTasks
+from appliance.billing import ledger, periods
 from appliance.billing.ledger import CONSUMER, PROVIDER, Entry
 from appliance.billing.tables import ClosedPeriod, TurnCursor, UsageEntry
 from appliance.clock import now
+from appliance.events import RunEnded, TransferFinished
+from appliance.jobs import service as jobs
+from appliance.pmrfs import namenode
+from appliance.turn import metering
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +87,21 @@ def run_entries(
     return entries
 
 
-async def run_ended(
+async def meter_run(
     run_id: int, owner: int, tasks: list[TaskUsage], *, private: bool, gpu: bool, at: dt.datetime | None = None
 ) -> int:
     """Meter a run that ended (any outcome: completed attempts were work done). Idempotent per run."""
     return await ledger.record(run_entries(run_id, owner, tasks, private=private, gpu=gpu, at=at or now()))
+
+
+async def run_ended(event: RunEnded) -> None:
+    """The ``RunEnded`` subscriber: every attempt ran on a worker that held a rank, so ``accounts`` knows
+    its account."""
+    tasks = [TaskUsage(a.worker_id, event.accounts.get(a.worker_id), a.state, a.cpu_ms) for a in event.attempts]
+    try:
+        await meter_run(event.run_id, event.owner, tasks, private=event.private, gpu=event.gpu)
+    except Exception:
+        log.exception("run %s: could not record its usage for billing", event.run_id)
 
 
 # ------------------------------------------------------------------ peer-to-peer transfers
@@ -109,23 +123,20 @@ def transfer_entries(transfer, at: dt.datetime) -> list[Entry]:
 
 
 class TransferMeter:
-    """A fleet listener: meters each finished transfer once both ends reported (or the grace ran out)."""
+    """Meters each finished transfer once both ends reported (or the grace ran out)."""
 
     def __init__(self, grace: float = REPORT_GRACE_SECONDS):
         self.grace = grace
-        self.pending: set[asyncio.Task] = set()
+        self.pending = BackgroundTasks("transfer meter")
         self.stopping = False
 
-    def transfer_finished(self, transfer, ok: bool, reason: str) -> None:
-        if not ok or getattr(transfer, "tag", None) is None:
-            return
-        task = asyncio.get_running_loop().create_task(self._meter(transfer))
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
+    def transfer_finished(self, event: TransferFinished) -> None:
+        if event.ok and event.transfer.tag is not None:
+            self.pending.spawn(self._meter(event.transfer))
 
     async def _meter(self, transfer) -> None:
         if not self.stopping:
-            await asyncio.sleep(getattr(transfer, "settle_seconds", 0))  # a link's last reports
+            await asyncio.sleep(transfer.settle_seconds)  # a link's last reports
         deadline = asyncio.get_running_loop().time() + self.grace
         while len(transfer.reported) < 2 and not self.stopping and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.2)
@@ -137,9 +148,7 @@ class TransferMeter:
     async def stop(self) -> None:
         """Meter what is still waiting now (with the reports there are), then return."""
         self.stopping = True
-        for task in list(self.pending):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(task), 5)
+        await self.pending.drain(5)
 
 
 # ------------------------------------------------------------------ PMRFS storage
@@ -150,8 +159,6 @@ def _hour(at: dt.datetime) -> dt.datetime:
 
 
 async def storage_entries(live: Mapping[str, int], at: dt.datetime | None = None) -> list[Entry]:
-    from appliance.pmrfs import namenode
-
     hour = _hour(at or now())
     stamp = hour.strftime("%Y-%m-%dT%H")
     entries = []
@@ -177,23 +184,17 @@ async def sample_storage(live: Mapping[str, int], at: dt.datetime | None = None)
 async def _run_owner(run: str | None) -> int | None:
     if not run or not run.isdigit():
         return None
-    from appliance.jobs import service as jobs
-
     return await jobs.run_owner(int(run))
 
 
 async def _turn_since() -> dt.datetime | None:
     """Allocations last written before the latest closed period ended were swept when it closed."""
-    from appliance.billing import periods
-
     latest = await ClosedPeriod.select(ClosedPeriod.period).order_by(ClosedPeriod.period, ascending=False).first()
     return periods.bounds(latest["period"])[1] if latest else None
 
 
 async def turn_entries() -> tuple[list[Entry], dict[str, int]]:
     """Entries for relayed bytes not in the ledger yet, and each allocation's new cursor."""
-    from appliance.turn import metering
-
     rows = await metering.allocation_totals(since=await _turn_since())
     if not rows:
         return [], {}

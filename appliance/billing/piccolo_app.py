@@ -2,7 +2,6 @@ from pathlib import Path
 
 from piccolo.conf.apps import AppConfig
 
-from appliance.billing.score_tables import WorkerScore, WorkerScoreRun
 from appliance.billing.tables import (
     ClosedPeriod,
     ConnectedAccount,
@@ -30,9 +29,8 @@ APP_CONFIG = AppConfig(
         StripeCustomer,
         ConnectedAccount,
         TurnCursor,
-        WorkerScore,
-        WorkerScoreRun,
     ],
-    migration_dependencies=["appliance.accounts.piccolo_app"],
+    # fleet: its first migration takes over the worker scores billing used to keep.
+    migration_dependencies=["appliance.accounts.piccolo_app", "appliance.fleet.piccolo_app"],
     commands=[],
 )

@@ -26,12 +26,13 @@ from litestar.response import Redirect, Response, Template
 from appliance.accounts import users
 from appliance.accounts.auth import ADMIN, COORDINATOR, USER, access
 from appliance.accounts.forms import Form
-from appliance.billing import context, periods, prices, scores, service, settlement, views
+from appliance.billing import context, periods, prices, service, settlement, views
 from appliance.billing.ledger import CONSUMER, PROVIDER, RESOURCES
 from appliance.billing.service import BillingError, PriceError, StripeUnavailable
 from appliance.billing.statements import StatementInfo
 from appliance.clock import now
 from appliance.config import Settings
+from appliance.fleet import reliability
 from appliance.web.rendering import is_htmx, page, redirect
 
 BILLING = "/ui/billing"
@@ -201,7 +202,7 @@ async def payments_page(request: Request, period: FromQuery[str] = "") -> Templa
         base=PAYMENTS,
         connected=await service.connected_account(account),
         payouts=await service.payouts(account),
-        browsers=await scores.scores(account),
+        browsers=await reliability.scores(account),
         **_common(),
     )
 

@@ -18,6 +18,7 @@ from litestar import WebSocket, websocket
 from litestar.exceptions import WebSocketDisconnect
 
 from appliance.accounts.auth import WORKER_BROWSER, access, client_address
+from appliance.events import BlobsDropped, TaskMessage, TransferFinished, WorkerJoined, WorkerLeft
 from appliance.fleet import protocol as p
 from appliance.fleet.probe import probe
 from appliance.fleet.registry import Fleet, Worker
@@ -112,12 +113,13 @@ class Session:
                 self.probe_task.cancel()
             if self.worker is not None:
                 self.fleet.remove(self.worker)
+                events = self.fleet.events
                 for link in self.fleet.transfers.close_links(worker_id=self.worker.worker_id):
-                    self.fleet.notify("transfer_finished", link, True, "")
+                    await events.publish(TransferFinished(link, True))
                 for transfer in self.fleet.transfers.involving(self.worker.worker_id):
                     self.fleet.transfers.finish(transfer, False, "a worker left")
-                    self.fleet.notify("transfer_finished", transfer, False, "a worker left")
-                self.fleet.notify("worker_left", self.worker)
+                    await events.publish(TransferFinished(transfer, False, "a worker left"))
+                await events.publish(WorkerLeft(self.worker))
                 log.info("worker %s of %s left", self.worker.worker_id, self.worker.account_email)
 
     async def binary(self, data: bytes) -> None:
@@ -134,7 +136,7 @@ class Session:
             await self.refuse("too-large", f"values are limited to {p.MAX_VALUE_BYTES} bytes", header.id)
             return
         self.worker.last_seen = time.monotonic()
-        self.fleet.notify("task_message", self.worker, p.Frame(header=header, payload=payload))
+        await self.fleet.events.publish(TaskMessage(self.worker, p.Frame(header=header, payload=payload)))
 
     async def handle(self, message: p.Incoming) -> None:
         if isinstance(message, p.Hello):
@@ -158,7 +160,7 @@ class Session:
             await self.relay_signal(message)
         elif isinstance(message, p.BlobStored | p.BlobFailed):
             if message.transfer_id is not None:
-                self.transfer_result(message)
+                await self.transfer_result(message)
             else:
                 self.worker.resolve(message.reply_to, message)
         elif isinstance(message, p.BlobUploaded):
@@ -166,9 +168,9 @@ class Session:
         elif isinstance(message, p.TransferBytes):
             self.fleet.transfers.report(message.transfer_id, self.worker.worker_id, message.bytes)
         elif isinstance(message, p.TASK_MESSAGES):
-            self.fleet.notify("task_message", self.worker, message)
+            await self.fleet.events.publish(TaskMessage(self.worker, message))
         elif isinstance(message, p.BlobsDropped):
-            self.fleet.notify("blobs_dropped", self.worker, message.sha256)
+            await self.fleet.events.publish(BlobsDropped(self.worker, message.sha256))
         elif isinstance(message, p.Pause | p.Resume):
             self.worker.paused = isinstance(message, p.Pause)
             await self.send(p.State(state=self.worker.state, reply_to=message.id))
@@ -183,7 +185,7 @@ class Session:
             return
         await peer.send(p.SignalOut(transfer_id=message.transfer_id, data=message.data))
 
-    def transfer_result(self, message: p.BlobStored | p.BlobFailed) -> None:
+    async def transfer_result(self, message: p.BlobStored | p.BlobFailed) -> None:
         transfer = self.fleet.transfers.get(message.transfer_id)
         if transfer is None or transfer.peer_of(self.worker.worker_id) is None:
             return
@@ -195,7 +197,7 @@ class Session:
         else:
             self.fleet.transfers.finish(transfer, False, message.reason)
         ok, reason = transfer.done.result()
-        self.fleet.notify("transfer_finished", transfer, ok, reason)
+        await self.fleet.events.publish(TransferFinished(transfer, ok, reason))
 
     async def hello(self, message: p.Hello) -> None:
         if self.worker is not None:
@@ -228,7 +230,7 @@ class Session:
                 ice_servers=self.ice_servers(self.principal.user_id),
             )
         )
-        self.fleet.notify("worker_joined", worker, message.blobs)
+        await self.fleet.events.publish(WorkerJoined(worker, message.blobs))
         # After the welcome, so the page has its ICE servers before the offer arrives.
         self.probe_task = asyncio.create_task(self._probe())
 

@@ -169,6 +169,8 @@ class TaskFailed(Base, tag="task-failed"):
     stack: Annotated[str, msgspec.Meta(max_length=8000)] = ""
     # The job did not catch a collective's or direct receive's PeerLostError (another rank left).
     peer_lost: bool = False
+    # An input blob was not in the worker's store (the coordinator recomputes it).
+    input_missing: Sha256 | None = None
 
 
 # ---------------------------------------------------------------- peers and the parameter server (worker to server)

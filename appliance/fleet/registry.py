@@ -8,11 +8,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from appliance.events import EventHub
 from appliance.fleet import protocol as p
 from appliance.fleet.protocol import Capabilities
-from appliance.fleet.transfers import Transfer, Transfers, TransferTag
+from appliance.fleet.transfers import Transfers, TransferTag
 
 log = logging.getLogger(__name__)
 
@@ -79,31 +79,12 @@ class Worker:
             reply.set_result(message)
 
 
-class FleetListener(Protocol):
-    """What another domain (PMRFS) hears from the fleet."""
-
-    def worker_joined(self, worker: Worker, blobs: list[str]) -> None: ...
-    def worker_left(self, worker: Worker) -> None: ...
-    def blobs_dropped(self, worker: Worker, blobs: list[str]) -> None: ...
-    def transfer_finished(self, transfer: Transfer, ok: bool, reason: str) -> None: ...
-    def task_message(self, worker: Worker, message: object) -> None: ...
-
-
 class Fleet:
-    def __init__(self) -> None:
+    def __init__(self, events: EventHub) -> None:
         self.workers: dict[str, Worker] = {}
         self.transfers = Transfers()
-        self.listeners: list[FleetListener] = []
-
-    def notify(self, event: str, *args) -> None:
-        for listener in self.listeners:
-            handler = getattr(listener, event, None)
-            if handler is None:
-                continue
-            try:
-                handler(*args)
-            except Exception:  # a listener's bug must not break the worker's connection
-                log.exception("fleet listener failed on %s", event)
+        # What the fleet publishes (workers joining and leaving, their blobs, transfers, task messages).
+        self.events = events
 
     def add(self, worker: Worker) -> bool:
         """False when this worker id is already connected (a duplicated tab copies its id)."""

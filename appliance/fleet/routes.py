@@ -63,7 +63,7 @@ def _row(worker: Worker) -> dict:
         "blobs": worker.blobs,
         "bytes_held": worker.bytes_held,
         "age": int(time.time() - worker.connected_at),
-        # Reliability from past runs (billing/scores.py); workers are chosen highest first.
+        # Reliability from past runs (fleet/reliability.py); workers are chosen highest first.
         "score": f"{worker.score:.1f}",
     }
 

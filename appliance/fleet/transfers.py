@@ -60,6 +60,8 @@ class Transfer(Pairing):
     tag: TransferTag | None = None
     # Worker id -> account id of both ends, as they were when the transfer was arranged.
     accounts: dict[str, int] = field(default_factory=dict)
+    # Both ends report before the blob is confirmed: nothing more to wait for (a Link waits).
+    settle_seconds: float = 0.0
 
 
 @dataclass

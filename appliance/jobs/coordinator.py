@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import functools
 import itertools
 import logging
 import time
@@ -23,16 +22,16 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from appliance.billing import meters as billing_meters
-from appliance.billing import scores as worker_scores
+from appliance.background import BackgroundTasks
 from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.config import Settings
+from appliance.events import EndCause, RunEnded, TaskMessage, WorkerJoined, WorkerLeft
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
 from appliance.jobs import parameters, selection
-from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, stage_label
+from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, TaskEvent, stage_label
 from appliance.jobs.logs import RunLogs
 from appliance.jobs.paramserver import ParameterServer
 from appliance.jobs.peers import Mailbox, Peers
@@ -129,51 +128,40 @@ class Coordinator:
         self.active: dict[int, Active] = {}
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.background: set[asyncio.Task] = set()
+        self.background = BackgroundTasks("coordinator")
+        self._spawn = self.background.spawn
         self.peers = Peers(fleet, self._spawn, settings.job_replacement_grace_seconds)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         await self._recover()
-        self.fleet.listeners.append(self)
         self.task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        for task in [self.task, *self.background]:
-            if task:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        if self.task:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        await self.background.cancel()
 
     async def _recover(self) -> None:
         """After a restart: queued runs stay queued; runs that were running cannot resume (their workers'
         in-memory task state is gone), so they fail with a reason that says so."""
         interrupted = await Run.select(Run.id).where(Run.state == "running")
         if interrupted:
-            await Run.update({Run.state: "failed", Run.reason: RESTART_REASON, Run.finished_at: now()}).where(
-                Run.state == "running"
-            )
+            await Run.update(
+                {
+                    Run.state: "failed",
+                    Run.cause: EndCause.APPLIANCE_RESTART,
+                    Run.reason: RESTART_REASON,
+                    Run.finished_at: now(),
+                }
+            ).where(Run.state == "running")
             for row in interrupted:
                 self.logs.add(row["id"], RESTART_REASON, level="error")
         for row in await Run.select(Run.id, Run.owner, Run.spec).where(Run.state == "queued").order_by(Run.id):
             self.queue.append(Queued(row["id"], row["owner"], msgspec.json.decode(row["spec"], type=JobSpec)))
-
-    def _spawn(self, coro, group: set[asyncio.Task] | None = None) -> None:
-        """Run ``coro`` in the background (cancelled at stop, its error logged); ``group`` holds it too,
-        for whoever cancels the group sooner (a run's waiting peer requests when the run ends)."""
-        task = asyncio.create_task(coro)
-        self.background.add(task)
-        if group is not None:
-            group.add(task)
-        task.add_done_callback(functools.partial(self._reap, group))
-
-    def _reap(self, group: set[asyncio.Task] | None, task: asyncio.Task) -> None:
-        self.background.discard(task)
-        if group is not None:
-            group.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("coordinator task failed", exc_info=task.exception())
 
     # ------------------------------------------------------------ what the routes call
 
@@ -189,12 +177,12 @@ class Coordinator:
                 self.queue.remove(queued)
                 self.logs.add(run_id, "cancelled by its coordinator before it started")
                 await self.logs.flush()
-                await self._store_end(run_id, "cancelled", "cancelled by its coordinator", [], [])
+                await self._store_end(run_id, "cancelled", EndCause.CANCELLED, "cancelled by its coordinator", [], [])
                 return True
         run = self.active.get(run_id)
         if run is None or run.ending:
             return False
-        await self._end(run, "cancelled", "cancelled by its coordinator")
+        await self._end(run, "cancelled", EndCause.CANCELLED, "cancelled by its coordinator")
         return True
 
     def position(self, run_id: int) -> int | None:
@@ -222,16 +210,18 @@ class Coordinator:
 
     # ------------------------------------------------------------ fleet events
 
-    def worker_joined(self, worker: Worker, blobs: list[str]) -> None:
+    def worker_joined(self, event: WorkerJoined) -> None:
         self.wake.set()
 
-    def worker_left(self, worker: Worker) -> None:
+    def worker_left(self, event: WorkerLeft) -> None:
+        worker = event.worker
         run = self.active.get(worker.run_id) if worker.run_id is not None else None
         if run is not None and not run.ending:
             self._lose(run, worker.worker_id, "disconnected")
         self.wake.set()
 
-    def task_message(self, worker: Worker, message: object) -> None:
+    def task_message(self, event: TaskMessage) -> None:
+        worker, message = event.worker, event.message
         run = self.active.get(worker.run_id) if worker.run_id is not None else None
         header = message.header if isinstance(message, p.Frame) else message
         task = run.execution.find(header.task_id) if run is not None and not run.ending else None
@@ -260,6 +250,9 @@ class Coordinator:
             task.worker_timeout, task.last_activity = message.seconds, time.monotonic()
         elif isinstance(message, p.TaskPutUrl):
             self._spawn(self._put_url(run, task, worker, message))
+        elif isinstance(message, p.TaskDone | p.TaskFailed) and task.state != "running":
+            # A second report of an attempt that already ended (or one that never started): changes nothing.
+            self.logs.add(run.run_id, f"worker {worker.worker_id} reported task {task.id} again; ignored", level="warn")
         elif isinstance(message, p.TaskDone):
             self._done(run, task, worker, message)
         elif isinstance(message, p.TaskFailed):
@@ -304,7 +297,7 @@ class Coordinator:
             storage = await cloud.storage_for(queued.owner_id)
             if storage is None:
                 reason = "storage type s3 needs the account's Cloud Data settings (bucket and keys); none are saved"
-                await self._store_end(queued.run_id, "failed", reason, [], [])
+                await self._store_end(queued.run_id, "failed", EndCause.NO_STORAGE, reason, [], [])
                 return
         execution = RunExecution(queued.run_id, spec, cloud=storage is not None)
         for index, worker in enumerate(workers):
@@ -332,6 +325,7 @@ class Coordinator:
                 await self._end(
                     run,
                     "failed",
+                    EndCause.WORKER_LOST,
                     f"rank {rank} of group {group} lost its worker and no eligible worker became free within "
                     f"{self.settings.job_replacement_grace_seconds} s",
                 )
@@ -339,9 +333,12 @@ class Coordinator:
         overdue = execution.overdue_stage(clock)
         if overdue is not None:
             group, stage = overdue
-            timeout = run.spec.stages[stage].timeout if stage != INPUT_STAGE else 3600
             await self._end(
-                run, "failed", f"{_stage_name(execution, stage)} of group {group} exceeded its timeout of {timeout} s"
+                run,
+                "failed",
+                EndCause.STAGE_TIMEOUT,
+                f"{_stage_name(execution, stage)} of group {group} exceeded its timeout of "
+                f"{execution.stage_timeout(stage)} s",
             )
             return
         for task in execution.idle_too_long(clock):
@@ -425,7 +422,7 @@ class Coordinator:
         inputs = run.execution.inputs(task)
         if run.storage is None and self._forget_gone_holders(inputs):
             # An input's last holder left before it could be copied: recompute it, then start again.
-            run.execution.retry(task, "lost", "an input was lost with its worker")
+            run.execution.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
             again = run.execution.recompute_lost()
             self.logs.add(
                 run.run_id, f"an input was lost with its worker; {len(again)} task(s) run again", level="warn"
@@ -433,18 +430,20 @@ class Coordinator:
             self.wake.set()
             return
         if run.storage is None:
-            error = await self._stage(run, worker, inputs) if self._missing_inputs(run, task) else ""
+            error = await self._stage(run, worker, inputs) if self._missing_inputs(run, task) else None
             if task.attempt != attempt or task.state != "staging":
                 return  # lost meanwhile; it was rescheduled
-            if error:
+            if error is not None:
                 run.staging_failures += 1
                 self.logs.add(
                     run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn"
                 )
                 if run.staging_failures > MAX_STAGING_FAILURES:
-                    await self._end(run, "failed", f"inputs could not be moved between workers: {error}")
+                    await self._end(
+                        run, "failed", EndCause.TRANSFER_FAILED, f"inputs could not be moved between workers: {error}"
+                    )
                     return
-                run.execution.retry(task, "failed", error)
+                run.execution.retry(task, TaskEvent.FAIL, error)
                 self.wake.set()
                 return
             described = [{"sha256": o.location, "size": o.size} for o in inputs]
@@ -479,12 +478,13 @@ class Coordinator:
         except Exception:
             return  # the socket closed; worker_left reschedules the task
 
-    async def _stage(self, run: Active, target: Worker, inputs: list[Output]) -> str:
-        """Copy the inputs the target does not hold from a worker that does; '' when all arrived."""
+    async def _stage(self, run: Active, target: Worker, inputs: list[Output]) -> str | None:
+        """Copy the inputs the target does not hold from a worker that does; None when all arrived,
+        otherwise what went wrong."""
         limit = asyncio.Semaphore(MAX_PARALLEL_COPIES)
         tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
 
-        async def fetch(output: Output) -> str:
+        async def fetch(output: Output) -> str | None:
             async with limit:
                 holders = [h for h in sorted(output.holders) if self.fleet.get(h) is not None]
                 for holder in holders:
@@ -494,12 +494,12 @@ class Coordinator:
                     timeout = copy_timeout(output.size)
                     if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
                         output.holders.add(target.worker_id)
-                        return ""
+                        return None
                 return f"blob {output.location} could not be copied from {', '.join(holders) or 'any worker'}"
 
         missing = [o for o in inputs if target.worker_id not in o.holders]
-        errors = [e for e in await asyncio.gather(*(fetch(o) for o in missing)) if e]
-        return errors[0] if errors else ""
+        errors = [e for e in await asyncio.gather(*(fetch(o) for o in missing)) if e is not None]
+        return errors[0] if errors else None
 
     async def _put_url(self, run: Active, task: Task, worker: Worker, message: p.TaskPutUrl) -> None:
         if run.storage is None:
@@ -561,12 +561,11 @@ class Coordinator:
                 group=task.group,
                 rank=task.rank,
             )
-            run.execution.retry(task, "failed", message.error)
+            run.execution.retry(task, TaskEvent.FAIL, message.error)
             self.wake.set()
             return
-        if message.error.startswith("input-missing:"):
-            sha = message.error.split(":", 1)[1].strip()
-            again = run.execution.input_lost(task, sha)
+        if message.input_missing is not None:
+            again = run.execution.input_lost(task, message.input_missing)
             self.logs.add(
                 run.run_id, f"{where}: an input was missing on its worker; {len(again)} task(s) run again", level="warn"
             )
@@ -580,8 +579,8 @@ class Coordinator:
             group=task.group,
             rank=task.rank,
         )
-        run.execution.retry(task, "failed", message.error)
-        self._spawn(self._end(run, "failed", f"{where} failed: {message.error}"))
+        run.execution.retry(task, TaskEvent.FAIL, message.error)
+        self._spawn(self._end(run, "failed", EndCause.JOB_ERROR, f"{where} failed: {message.error}"))
 
     def _restart_after_peer_loss(self, run: Active, task: Task) -> bool:
         """Whether a task that failed on a lost peer starts again (with the replacement) instead of failing
@@ -606,9 +605,9 @@ class Coordinator:
         except Exception as exc:
             log.exception("run %s: keeping the output failed", run.run_id)
             run.ending = False
-            await self._end(run, "failed", f"the output could not be kept: {exc}")
+            await self._end(run, "failed", EndCause.OUTPUT_LOST, f"the output could not be kept: {exc}")
             return
-        await self._finish(run, "succeeded", "", outputs)
+        await self._finish(run, "succeeded", EndCause.COMPLETED, "", outputs)
 
     async def _keep_outputs(self, run: Active) -> list[RunOutput]:
         """Final outputs become pinned PMRFS objects (copied to the appliance), or stay in the cloud bucket."""
@@ -690,7 +689,7 @@ class Coordinator:
                     if worker is not None:
                         self._spawn(worker.send(p.BlobDelete(sha256=o.location)))
 
-    async def _end(self, run: Active, state: str, reason: str) -> None:
+    async def _end(self, run: Active, state: str, cause: EndCause, reason: str) -> None:
         """Fail or cancel a running run: stop its tasks, drop what they wrote, free its workers."""
         if run.ending:
             return
@@ -700,11 +699,11 @@ class Coordinator:
                 worker = self.fleet.get(task.worker_id or "")
                 if worker is not None:
                     self._spawn(worker.send(p.TaskCancel(task_id=task.id)))
-                run.execution.retry(task, "cancelled", reason)
+                run.execution.retry(task, TaskEvent.CANCEL, reason)
         await self._discard(run, intermediate_only=False)
-        await self._finish(run, state, reason, [])
+        await self._finish(run, state, cause, reason, [])
 
-    async def _finish(self, run: Active, state: str, reason: str, outputs: list[RunOutput]) -> None:
+    async def _finish(self, run: Active, state: str, cause: EndCause, reason: str, outputs: list[RunOutput]) -> None:
         execution = run.execution
         self.logs.add(
             run.run_id, f"{state}" + (f": {reason}" if reason else ""), level="error" if state == "failed" else "info"
@@ -714,33 +713,28 @@ class Coordinator:
             if worker is not None and worker.run_id == run.run_id:
                 worker.run_id = None
         self.active.pop(run.run_id, None)
-        self.peers.run_ended(run)
+        await self.peers.run_ended(run)
         try:
             await parameters.keep(run.run_id, run.params)
             await self.logs.flush()  # the whole log is there once the run shows as ended
-            await self._store_end(run.run_id, state, reason, self._task_rows(run), outputs, execution.progress())
-            await self._meter(run)
-            # Each worker's score from what it completed and whether it stayed (never raises).
-            await worker_scores.run_finished(
-                self.fleet, run.run_id, state, reason, execution.history, run.accounts, run.excluded
+            await self._store_end(run.run_id, state, cause, reason, self._task_rows(run), outputs, execution.progress())
+            # Billing meters the attempts; worker reliability scores them.
+            await self.fleet.events.publish(
+                RunEnded(
+                    run.run_id,
+                    run.owner_id,
+                    state,
+                    cause,
+                    list(execution.history),
+                    dict(run.accounts),
+                    frozenset(run.excluded),
+                    private=run.spec.private_mode,
+                    gpu=run.spec.gpu,
+                )
             )
         finally:
             self.logs.forget(run.run_id)
             self.wake.set()
-
-    async def _meter(self, run: Active) -> None:
-        """The run's completed task attempts into the billing ledger (idempotent per run)."""
-        # Every attempt ran on a worker that held a rank, so run.accounts knows its account.
-        tasks = [
-            billing_meters.TaskUsage(a.worker_id, run.accounts.get(a.worker_id), a.state, a.cpu_ms)
-            for a in run.execution.history
-        ]
-        try:
-            await billing_meters.run_ended(
-                run.run_id, run.owner_id, tasks, private=run.spec.private_mode, gpu=run.spec.gpu
-            )
-        except Exception:
-            log.exception("run %s: could not record its usage for billing", run.run_id)
 
     def _task_rows(self, run: Active) -> list[tuple]:
         """The run's task attempts as rows of TASK_COLUMNS."""
@@ -769,6 +763,7 @@ class Coordinator:
         self,
         run_id: int,
         state: str,
+        cause: EndCause,
         reason: str,
         tasks: list[tuple],
         outputs: list[RunOutput],
@@ -778,6 +773,7 @@ class Coordinator:
             await Run.update(
                 {
                     Run.state: state,
+                    Run.cause: cause,
                     Run.reason: reason,
                     Run.finished_at: now(),
                     Run.progress: msgspec.json.encode(progress or []).decode(),

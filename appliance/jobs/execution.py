@@ -13,6 +13,7 @@ task r reads only task r's output, so it can start as soon as that one task is d
 
 from __future__ import annotations
 
+import enum
 import string
 import time
 from dataclasses import dataclass, field
@@ -21,9 +22,51 @@ from typing import Literal
 from appliance.jobs.spec import JobSpec
 
 INPUT_STAGE = -1
+# The input function's timeout (a job's stages carry their own).
+INPUT_TIMEOUT_SECONDS = 3600
 GROUP_LETTERS = string.ascii_uppercase
 
 TaskState = Literal["waiting", "staging", "running", "done"]
+
+
+class TaskEvent(enum.StrEnum):
+    """What can happen to a task's current attempt."""
+
+    START = "start"  # its rank's worker takes it: inputs are copied to that worker
+    LAUNCH = "launch"  # its inputs are in place: the task is sent to the worker
+    FINISH = "finish"  # the worker reported it done, with its outputs
+    FAIL = "fail"  # it failed (the job threw, an input could not be moved or was missing)
+    WORKER_LOST = "worker-lost"  # its worker disconnected or was taken off the run
+    INPUT_LOST = "input-lost"  # an input went with another worker before it could be copied
+    CANCEL = "cancel"  # the run ended
+    OUTPUT_LOST = "output-lost"  # done, but no live worker holds its output, which is still needed
+
+
+# (state, event) -> the next state; any pair not listed is refused (IllegalTransition).
+# An attempt that ends another way than FINISH goes back to waiting as a new attempt.
+TRANSITIONS: dict[tuple[TaskState, TaskEvent], TaskState] = {
+    ("waiting", TaskEvent.START): "staging",
+    ("staging", TaskEvent.LAUNCH): "running",
+    ("running", TaskEvent.FINISH): "done",
+    **{
+        (state, event): "waiting"
+        for state in ("staging", "running")
+        for event in (TaskEvent.FAIL, TaskEvent.WORKER_LOST, TaskEvent.INPUT_LOST, TaskEvent.CANCEL)
+    },
+    ("done", TaskEvent.OUTPUT_LOST): "waiting",
+}
+# How the task history names an attempt that ended by each event (OUTPUT_LOST ends no attempt: it had finished).
+OUTCOMES: dict[TaskEvent, str] = {
+    TaskEvent.FINISH: "done",
+    TaskEvent.FAIL: "failed",
+    TaskEvent.WORKER_LOST: "lost",
+    TaskEvent.INPUT_LOST: "lost",
+    TaskEvent.CANCEL: "cancelled",
+}
+
+
+class IllegalTransition(Exception):
+    """An event that cannot happen to a task in its state (a stale or forged report)."""
 
 
 def stage_label(stage: int) -> str:
@@ -75,13 +118,23 @@ class Attempt:
     rank: int
     attempt: int
     worker_id: str
-    state: str  # done | failed | lost | cancelled
+    ended_by: TaskEvent
     started: float
     finished: float
     emits: int
     bytes: int
     cpu_ms: int
     error: str = ""
+
+    @property
+    def state(self) -> str:
+        """done | failed | lost | cancelled"""
+        return OUTCOMES[self.ended_by]
+
+    @property
+    def worker_lost(self) -> bool:
+        """Abandoned because its own worker disconnected or was taken off the run."""
+        return self.ended_by is TaskEvent.WORKER_LOST
 
 
 class Group:
@@ -136,7 +189,6 @@ class RunExecution:
         self.history: list[Attempt] = []
         # Indexes kept by the state changes below, so a scheduling round costs O(ranks), not O(tasks).
         self.active: set[Task] = set()  # staging or running
-        self.final_left = spec.group_count * spec.worker_count
 
     # ------------------------------------------------------------ shape
 
@@ -149,6 +201,9 @@ class RunExecution:
 
     def kind(self, stage: int) -> str:
         return "input" if stage == INPUT_STAGE else self.spec.stages[stage].kind
+
+    def stage_timeout(self, stage: int) -> float:
+        return INPUT_TIMEOUT_SECONDS if stage == INPUT_STAGE else self.spec.stages[stage].timeout
 
     def content_type(self, stage: int) -> str:
         return self.spec.input_content_type if stage == INPUT_STAGE else self.spec.stages[stage].content_type
@@ -185,9 +240,6 @@ class RunExecution:
                 if holder == worker_id:
                     return group.letter, rank
         return None
-
-    def busy(self, worker_id: str) -> bool:
-        return any(t.worker_id == worker_id for t in self.active)
 
     # ------------------------------------------------------------ what can run
 
@@ -232,9 +284,16 @@ class RunExecution:
             return group.stage_done[task.stage - 1] == self.worker_count
         return group.tasks[(task.stage - 1, task.rank)].state == "done"
 
+    def _move(self, task: Task, event: TaskEvent) -> None:
+        """Apply ``event`` to the task's state, as TRANSITIONS allows."""
+        after = TRANSITIONS.get((task.state, event))
+        if after is None:
+            raise IllegalTransition(f"task {task.id} cannot {event} while {task.state}")
+        task.state = after
+
     def start(self, task: Task, now: float | None = None) -> None:
+        self._move(task, TaskEvent.START)
         now = time.monotonic() if now is None else now
-        task.state = "staging"
         task.worker_id = self.groups[task.group].ranks[task.rank]
         task.started = task.last_activity = now
         task.emits = task.bytes = task.cpu_ms = 0
@@ -246,37 +305,34 @@ class RunExecution:
             group.open_stages.add(task.stage)
 
     def running(self, task: Task) -> None:
-        task.state = "running"
+        self._move(task, TaskEvent.LAUNCH)
 
     def done(self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None) -> None:
+        self._move(task, TaskEvent.FINISH)
         self.active.discard(task)
-        task.state = "done"
         self.groups[task.group].count_done(task, +1)
-        if task.stage == self.last_stage:
-            self.final_left -= 1
         task.finished = time.monotonic() if now is None else now
         task.outputs = outputs
         task.emits = emits
         task.bytes = sum(o.size for o in outputs)
         task.cpu_ms = cpu_ms
-        self._record(task, "done")
+        self._record(task, TaskEvent.FINISH)
 
-    def retry(self, task: Task, state: str, error: str = "", now: float | None = None) -> None:
-        """Abandon the task's current attempt (its worker was lost, or an input was): it runs again."""
-        if task.state in ("staging", "running"):
-            task.finished = time.monotonic() if now is None else now
-            self._record(task, state, error)
-        elif task.state == "done":
+    def retry(self, task: Task, event: TaskEvent, error: str = "", now: float | None = None) -> None:
+        """End the task's current attempt by ``event`` (or forget its output, OUTPUT_LOST): it runs again."""
+        was = task.state
+        self._move(task, event)
+        if was == "done":
             self.groups[task.group].count_done(task, -1)
-            if task.stage == self.last_stage:
-                self.final_left += 1
+        else:
+            task.finished = time.monotonic() if now is None else now
+            self._record(task, event, error)
         self.active.discard(task)
-        task.state = "waiting"
         task.attempt += 1
         task.worker_id = None
         task.outputs = []
 
-    def _record(self, task: Task, state: str, error: str = "") -> None:
+    def _record(self, task: Task, event: TaskEvent, error: str = "") -> None:
         self.history.append(
             Attempt(
                 task.group,
@@ -284,7 +340,7 @@ class RunExecution:
                 task.rank,
                 task.attempt,
                 task.worker_id or "",
-                state,
+                event,
                 task.started,
                 task.finished,
                 task.emits,
@@ -315,7 +371,7 @@ class RunExecution:
         rerun = []
         for task in self.all_tasks():
             if task.worker_id == worker_id and task.state in ("staging", "running"):
-                self.retry(task, "lost", "the worker disconnected")
+                self.retry(task, TaskEvent.WORKER_LOST, "the worker disconnected")
                 rerun.append(task)
         if self.cloud:
             return rerun
@@ -326,7 +382,7 @@ class RunExecution:
         # Consumers still staging inputs from a lost producer start again once it is recomputed.
         for task in self.all_tasks():
             if task.state == "staging" and any(p.state != "done" for p in self.producers(task)):
-                self.retry(task, "lost", "an input was lost with its worker")
+                self.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
                 rerun.append(task)
         return rerun
 
@@ -341,7 +397,7 @@ class RunExecution:
             changed = False
             for task in self.all_tasks():
                 if task.state == "done" and any(not o.holders for o in task.outputs) and self.needed(task):
-                    self.retry(task, "lost")
+                    self.retry(task, TaskEvent.OUTPUT_LOST)
                     rerun.append(task)
                     changed = True
         return rerun
@@ -352,7 +408,7 @@ class RunExecution:
             for output in producer.outputs:
                 if output.location == sha256:
                     output.holders.discard(task.worker_id or "")
-        self.retry(task, "failed", f"input-missing: {sha256}")
+        self.retry(task, TaskEvent.FAIL, f"input {sha256} was missing on its worker")
         return [task, *self.recompute_lost()]
 
     def overdue_stage(self, now: float | None = None) -> tuple[str, int] | None:
@@ -360,8 +416,7 @@ class RunExecution:
         now = time.monotonic() if now is None else now
         for group in self.groups.values():
             for stage in group.open_stages:
-                timeout = 3600 if stage == INPUT_STAGE else self.spec.stages[stage].timeout
-                if now - group.stage_started[stage] > timeout:
+                if now - group.stage_started[stage] > self.stage_timeout(stage):
                     return group.letter, stage
         return None
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 
 from appliance.cloud import service as cloud
+from appliance.events import TransferFinished
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
@@ -206,12 +207,12 @@ class Peers:
             if holder is not None and (other := self.fleet.get(holder)) is not None:
                 self.spawn(other.send(lost))
 
-    def run_ended(self, run) -> None:
+    async def run_ended(self, run) -> None:
         """Stop the run's waiting requests; drop its links and the message blobs and objects."""
         for task in self.waits.pop(run.run_id, set()):
             task.cancel()
         for link in self.fleet.transfers.close_links(run_id=run.run_id):
-            self.fleet.notify("transfer_finished", link, True, "")  # billing meters what it carried
+            await self.fleet.events.publish(TransferFinished(link, True))  # billing meters what it carried
         if run.storage is not None:
             self.spawn(cloud.delete_prefix(run.storage, f"{run.key_prefix()}/messages/"))
         for letter in run.mail.blobs():

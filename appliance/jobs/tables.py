@@ -27,6 +27,8 @@ class Run(Table, tablename="jobs_run"):
     state = Varchar(length=16, index=True)
     # Why a queued run waits, or why a run failed.
     reason = Text(default="")
+    # Why a run ended, as events.EndCause names it ("" while it has not).
+    cause = Varchar(length=32, default="")
     queued_at = Timestamptz()
     started_at = Timestamptz(null=True, default=None)
     finished_at = Timestamptz(null=True, default=None)

@@ -1,6 +1,6 @@
 """Browsers as PMRFS datanodes: placement, re-replication, and reading blobs back from browsers.
 
-Listens to the fleet. When a worker joins, its reported blobs are reconciled
+Hears the fleet's events (wired in app.create_app). When a worker joins, its reported blobs are reconciled
 with the namenode; whenever a blob has fewer live browser replicas than the
 replication factor, a copy is made on another eligible browser: from the
 appliance's own copy over HTTP, or from a browser holding it over a WebRTC
@@ -18,6 +18,7 @@ import random
 
 from piccolo.query.functions.aggregate import Sum
 
+from appliance.events import BlobsDropped, TransferFinished, WorkerJoined, WorkerLeft
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker
 from appliance.fleet.transfers import Transfer, TransferTag
@@ -49,7 +50,6 @@ class DataNodes:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self.fleet.listeners.append(self)
         namenode.remote_fetcher = self.fetch_from_browsers
         self.task = asyncio.create_task(self._loop())
 
@@ -68,27 +68,32 @@ class DataNodes:
 
     # ------------------------------------------------------------ fleet events
 
-    def worker_joined(self, worker: Worker, blobs: list[str]) -> None:
-        live_holders.connected(worker.worker_id)
-        self._spawn(self._reconcile(worker, blobs))
+    def worker_joined(self, event: WorkerJoined) -> None:
+        live_holders.connected(event.worker.worker_id)
+        self._spawn(self._reconcile(event.worker, event.blobs))
 
-    def worker_left(self, worker: Worker) -> None:
-        live_holders.disconnected(worker.worker_id)
+    def worker_left(self, event: WorkerLeft) -> None:
+        live_holders.disconnected(event.worker.worker_id)
         self.wake.set()
 
-    def blobs_dropped(self, worker: Worker, blobs: list[str]) -> None:
+    def blobs_dropped(self, event: BlobsDropped) -> None:
         async def forget() -> None:
-            for sha in blobs:
-                await namenode.remove_replica(sha, worker.worker_id)
+            for sha in event.blobs:
+                await namenode.remove_replica(sha, event.worker.worker_id)
             self.wake.set()
 
         self._spawn(forget())
 
-    def transfer_finished(self, transfer: Transfer, ok: bool, reason: str) -> None:
+    def transfer_finished(self, event: TransferFinished) -> None:
         # The replica itself is recorded by _copy_between_browsers, which awaits the same transfer.
-        if not ok:
+        transfer = event.transfer
+        if not event.ok and isinstance(transfer, Transfer):
             log.info(
-                "transfer of %s from %s to %s failed: %s", transfer.sha256, transfer.source, transfer.target, reason
+                "transfer of %s from %s to %s failed: %s",
+                transfer.sha256,
+                transfer.source,
+                transfer.target,
+                event.reason,
             )
 
     # ------------------------------------------------------------ reconcile

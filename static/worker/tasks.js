@@ -108,7 +108,7 @@ export class TaskRunner {
         }
         const bytes = await this.getStore().get(input.sha256);
         if (!bytes) {
-          this.fail(task, `input-missing: ${input.sha256}`);
+          this.fail(task, `input ${input.sha256} is not in this browser's store`, '', {inputMissing: input.sha256});
           return;
         }
         inputs.push(bytes);
@@ -137,7 +137,7 @@ export class TaskRunner {
       case 'progress': this.progress(task, m); break;
       case 'output': this.output(task, m); break;
       case 'done': this.done(task, m); break;
-      case 'failed': this.fail(task, String(m.error ?? 'the task failed'), String(m.stack ?? ''), m.peerLost === true); break;
+      case 'failed': this.fail(task, String(m.error ?? 'the task failed'), String(m.stack ?? ''), m.peerLost === true ? {peerLost: true} : {}); break;
       case 'worker-timeout':
         if (typeof m.seconds === 'number' && m.seconds > 0) this.send({type: 'task-worker-timeout', taskId: task.id, seconds: m.seconds});
         break;
@@ -211,12 +211,13 @@ export class TaskRunner {
     }, () => {});  // a store failure has failed the task already
   }
 
-  fail(task, error, stack = '', peerLost = false) {
+  // `signal` names a failure the coordinator acts on: {peerLost: true} or {inputMissing: sha256}.
+  fail(task, error, stack = '', signal = {}) {
     if (task.ended) return;
     this.flushLogs(task);
     this.peers?.flushBytes(task.spec.runId);
     const failed = {type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_TEXT), stack: stack.slice(0, MAX_STACK)};
-    this.send(peerLost ? {...failed, peerLost} : failed);
+    this.send({...failed, ...signal});
     this.end(task);
   }
 

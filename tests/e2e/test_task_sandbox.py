@@ -451,7 +451,13 @@ def test_errors_fail_the_task_with_the_job_code_stack(harness, servers):
     assert end["type"] == "task-failed" and "could not be loaded" in end["error"]
 
     end, _ = harness.run(script, inputs=[{"sha256": "ab" * 32, "size": 10}])
-    assert end == {"type": "task-failed", "taskId": end["taskId"], "error": f"input-missing: {'ab' * 32}", "stack": ""}
+    assert end == {
+        "type": "task-failed",
+        "taskId": end["taskId"],
+        "error": f"input {'ab' * 32} is not in this browser's store",
+        "stack": "",
+        "inputMissing": "ab" * 32,
+    }
 
 
 PROBE_MAP = """async function map(x) {

@@ -1,6 +1,6 @@
 """Worker scores on a running appliance, with simulated workers (tests/sim_workers.py).
 
-Each run's end scores the workers that held its ranks (appliance/billing/scores.py); the score is
+Each run's end scores the workers that held its ranks (appliance/fleet/reliability.py); the score is
 kept per worker id, loaded when that worker connects again, shown on the Workers page, and the
 scheduler picks the highest-scored idle workers first.
 """
@@ -37,13 +37,13 @@ def wendy(appliance):
 
 def scores(appliance) -> dict[str, tuple]:
     """worker id -> (score as stored, runs, tasks done, disconnects, timeouts)."""
-    rows = appliance.query("SELECT worker_id, score, runs, tasks_done, disconnects, timeouts FROM billing_worker_score")
+    rows = appliance.query("SELECT worker_id, score, runs, tasks_done, disconnects, timeouts FROM fleet_worker_score")
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
 def run_points(appliance, run_id: int) -> dict[str, tuple]:
     rows = appliance.query(
-        f"SELECT worker_id, points, tasks_done, disconnects, timeouts, excused FROM billing_worker_score_run "
+        f"SELECT worker_id, points, tasks_done, disconnects, timeouts, excused FROM fleet_worker_score_run "
         f"WHERE run = {run_id}"
     )
     return {r[0]: tuple(r[1:]) for r in rows}

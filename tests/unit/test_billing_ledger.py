@@ -17,6 +17,7 @@ from appliance.billing import context, ledger, meters, prices, settlement, state
 from appliance.billing.ledger import CONSUMER, PROVIDER, Entry
 from appliance.billing.tables import Invoice, Payout, UsageEntry
 from appliance.config import load_settings
+from appliance.events import TransferFinished
 from appliance.fleet.transfers import Transfers, TransferTag
 from appliance.pmrfs import namenode, service
 from appliance.turn.tables import RelayUsage
@@ -159,8 +160,8 @@ async def test_a_run_bills_its_owner_and_pays_other_accounts_workers_but_not_its
         task("w-third", third, 4_000, "lost"),  # not completed: neither billed nor paid
         task("w-third", third, 300),
     ]
-    await meters.run_ended(7, owner, tasks, private=False, gpu=False, at=MARCH)
-    await meters.run_ended(7, owner, tasks, private=False, gpu=False, at=MARCH)  # reported again: no change
+    await meters.meter_run(7, owner, tasks, private=False, gpu=False, at=MARCH)
+    await meters.meter_run(7, owner, tasks, private=False, gpu=False, at=MARCH)  # reported again: no change
     totals = {(t.account, t.resource, t.side): t.quantity for t in await ledger.totals("2026-03")}
     assert totals == {
         (owner, "cpu_ms", CONSUMER): 1_000 + 2_000 + 500 + 300,
@@ -170,7 +171,7 @@ async def test_a_run_bills_its_owner_and_pays_other_accounts_workers_but_not_its
 
 
 async def test_a_gpu_run_is_metered_in_gpu_milliseconds(store):
-    await meters.run_ended(8, 10, [task("w", 20, 900)], private=False, gpu=True, at=MARCH)
+    await meters.meter_run(8, 10, [task("w", 20, 900)], private=False, gpu=True, at=MARCH)
     totals = {(t.account, t.resource, t.side): t.quantity for t in await ledger.totals("2026-03")}
     assert totals == {(10, "gpu_ms", CONSUMER): 900, (20, "gpu_ms", PROVIDER): 900}
 
@@ -178,7 +179,7 @@ async def test_a_gpu_run_is_metered_in_gpu_milliseconds(store):
 async def test_a_private_run_bills_only_turn_bytes(store):
     await prices.set_price("cpu_ms", "100", "100", dt.date(2026, 1, 1))
     await prices.set_price("turn_bytes", "10", "0", dt.date(2026, 1, 1))
-    await meters.run_ended(9, 10, [task("w", 10, 3_600_000)], private=True, gpu=False, at=MARCH)
+    await meters.meter_run(9, 10, [task("w", 10, 3_600_000)], private=True, gpu=False, at=MARCH)
     transfers = Transfers()
 
     async def finished(tag):
@@ -243,7 +244,7 @@ async def test_the_transfer_meter_waits_for_the_second_report(store):
     transfer = transfers.arrange("01" * 32, 700, "a", "b", TransferTag(account=1), {"a": 2, "b": 3})
     transfers.report(transfer.id, "b", 700)
     transfers.finish(transfer, True)
-    meter.transfer_finished(transfer, True, "")
+    meter.transfer_finished(TransferFinished(transfer, True))
     await asyncio.sleep(0.3)
     transfers.report(transfer.id, "a", 700)
     await meter.stop()
@@ -367,10 +368,11 @@ async def test_the_service_gives_usage_the_daily_chart_an_estimate_and_csv(store
 
 def test_the_monthly_close_runs_on_the_first_in_the_appliance_time_zone():
     from appliance.billing import housekeeping
+    from appliance.events import EventHub
     from appliance.fleet.registry import Fleet
     from appliance.scheduler import create_scheduler
 
-    scheduler = create_scheduler(housekeeping.jobs(Fleet()), "Europe/Paris")
+    scheduler = create_scheduler(housekeeping.jobs(Fleet(EventHub())), "Europe/Paris")
     job = next(j for j in scheduler.get_jobs() if j.id == "billing.monthly_close")
     after = dt.datetime.now(dt.UTC) + dt.timedelta(days=40)
     fire = job.trigger.get_next_fire_time(None, after)

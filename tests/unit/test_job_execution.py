@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution
+import typing
+
+import pytest
+
+from appliance.jobs.execution import (
+    INPUT_STAGE,
+    OUTCOMES,
+    TRANSITIONS,
+    IllegalTransition,
+    Output,
+    RunExecution,
+    TaskEvent,
+    TaskState,
+)
 from appliance.jobs.spec import JobSpec, StageSpec
 
 
@@ -158,3 +171,66 @@ def test_recomputing_a_lost_task_recomputes_the_inputs_it_needs_too():
     assert {(t.stage, t.rank) for t in again} == {(1, 0), (0, 0), (INPUT_STAGE, 0)}
     run.assign("A", 0, "w2")
     assert [(t.stage, t.rank) for t in run_ready(run)] == [(INPUT_STAGE, 0)]
+
+
+# ------------------------------------------------------------ the task-attempt state table
+
+
+def task_in(state: str):
+    """A run whose input task has been driven into ``state`` the way the coordinator drives it."""
+    run = RunExecution(1, spec("map"))
+    started(run, ["w0", "w1"])
+    [task] = run.ready()
+    if state != "waiting":
+        run.start(task)
+    if state in ("running", "done"):
+        run.running(task)
+    if state == "done":
+        finish(run, task, [0, 1])
+    assert task.state == state
+    return run, task
+
+
+def apply(run: RunExecution, task, event: TaskEvent) -> None:
+    """The RunExecution method the coordinator calls for each event."""
+    if event is TaskEvent.START:
+        run.start(task)
+    elif event is TaskEvent.LAUNCH:
+        run.running(task)
+    elif event is TaskEvent.FINISH:
+        finish(run, task, [0, 1])
+    else:
+        run.retry(task, event, "why")
+
+
+@pytest.mark.parametrize("state", typing.get_args(TaskState))
+@pytest.mark.parametrize("event", list(TaskEvent))
+def test_every_state_and_event_pair_follows_the_table_and_illegal_ones_change_nothing(state, event):
+    run, task = task_in(state)
+    attempt, history = task.attempt, len(run.history)
+    after = TRANSITIONS.get((state, event))
+    if after is None:
+        with pytest.raises(IllegalTransition):
+            apply(run, task, event)
+        assert (task.state, task.attempt, len(run.history)) == (state, attempt, history)
+        return
+    apply(run, task, event)
+    assert task.state == after
+    ended = event in OUTCOMES and event is not TaskEvent.FINISH
+    # An attempt that ends another way than finishing is recorded and the task goes again as a new one.
+    assert task.attempt == attempt + (1 if ended or event is TaskEvent.OUTPUT_LOST else 0)
+    recorded = run.history[history:]
+    if event in OUTCOMES:
+        assert [a.state for a in recorded] == [OUTCOMES[event]]
+    else:
+        assert recorded == []
+
+
+def test_a_waiting_task_cannot_be_retried_and_a_done_one_cannot_finish_twice():
+    run, task = task_in("waiting")
+    with pytest.raises(IllegalTransition, match="cannot fail while waiting"):
+        run.retry(task, TaskEvent.FAIL)
+    run, task = task_in("done")
+    with pytest.raises(IllegalTransition):
+        finish(run, task, [0, 1])
+    assert run.groups["A"].stage_done[INPUT_STAGE] == 1  # counted once

@@ -1,4 +1,4 @@
-"""Worker scores: each browser's reliability, from what it did in the runs it took part in (scores.py).
+"""Worker scores: each browser's reliability, from what it did in the runs it took part in (reliability.py).
 
 Keyed by worker id (one browser tab's id, kept across reconnects) with the account it worked for,
 without a foreign key: like the ledger, the history outlives a deleted account.
@@ -8,8 +8,8 @@ from piccolo.columns import BigInt, Boolean, DoublePrecision, Integer, Timestamp
 from piccolo.table import Table
 
 
-class WorkerScore(Table, tablename="billing_worker_score"):
-    """A worker's score as of ``updated_at`` (it decays from there: scores.decayed) and its totals."""
+class WorkerScore(Table, tablename="fleet_worker_score"):
+    """A worker's score as of ``updated_at`` (it decays from there: reliability.decayed) and its totals."""
 
     worker_id = Varchar(length=64, unique=True)
     account = Integer(index=True)
@@ -21,7 +21,7 @@ class WorkerScore(Table, tablename="billing_worker_score"):
     updated_at = Timestamptz()
 
 
-class WorkerScoreRun(Table, tablename="billing_worker_score_run"):
+class WorkerScoreRun(Table, tablename="fleet_worker_score_run"):
     """What one run gave one worker: written once per (run, worker), so a run never counts twice."""
 
     # "<run>:<worker id>"

@@ -1,7 +1,8 @@
 """Worker scores: what a run gives each worker, the decay, persistence and the scores in memory.
 
 The task histories come from a real ``RunExecution`` driven as the coordinator drives it, and the
-run reasons from the coordinator's own wording, so the rules here follow what the engine records.
+runs' ends are the ``RunEnded`` events the coordinator publishes, so the rules here follow what the
+engine records.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import datetime as dt
 import pytest
 
 from appliance import db
-from appliance.billing import scores
-from appliance.billing.scores import WorkerRun
 from appliance.config import load_settings
+from appliance.events import EndCause, EventHub, RunEnded, WorkerJoined, WorkerLeft
+from appliance.fleet import reliability as scores
 from appliance.fleet.protocol import Capabilities
 from appliance.fleet.registry import Fleet, Worker
-from appliance.jobs.coordinator import _stage_name
-from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution
+from appliance.fleet.reliability import Reliability, WorkerRun
+from appliance.jobs.execution import Output, RunExecution, TaskEvent
 from appliance.jobs.spec import JobSpec, StageSpec
 
 T0 = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
@@ -66,7 +67,7 @@ def test_completed_tasks_raise_a_worker_and_a_disconnect_mid_task_lowers_it():
             finish(run, task)
     assert run.finished()
     accounts = {"steady": 7, "flaky": 8, "spare": 9}
-    got = by_worker(scores.tally(run.history, accounts, set(), state="succeeded", reason=""))
+    got = by_worker(scores.tally(run.history, accounts, set(), excused=False))
     assert (got["steady"].tasks_done, got["steady"].disconnects) == (3, 0)
     assert (got["flaky"].tasks_done, got["flaky"].disconnects) == (0, 1)
     assert (got["spare"].tasks_done, got["spare"].disconnects) == (2, 0)
@@ -87,14 +88,14 @@ def test_a_consumer_whose_input_left_with_another_worker_is_not_blamed():
     # b's reduce is staging the inputs a holds when a disconnects (a is idle: no task of its own running).
     reduces = step(run)
     assert {t.worker_id for t in reduces} == {"a", "b"}
-    run.retry(next(t for t in reduces if t.worker_id == "a"), "cancelled")  # a's own reduce not running
+    run.retry(next(t for t in reduces if t.worker_id == "a"), TaskEvent.CANCEL)  # a's own reduce not running
     for t in reduces:
         if t.worker_id == "b":
             t.state = "staging"
     run.lose_worker("a")
     lost = [a for a in run.history if a.state == "lost"]
     assert lost and all(a.worker_id == "b" for a in lost)
-    got = by_worker(scores.tally(run.history, {"a": 1, "b": 2}, set(), state="succeeded", reason=""))
+    got = by_worker(scores.tally(run.history, {"a": 1, "b": 2}, set(), excused=False))
     assert got["b"].disconnects == 0 and got["a"].disconnects == 0
 
 
@@ -113,7 +114,7 @@ def test_a_worker_timeout_counts_only_when_another_worker_then_completed_the_tas
         for t in step(run):
             finish(run, t)
     assert run.finished()
-    got = by_worker(scores.tally(run.history, {"slow": 1, "ok": 2, "spare": 3}, {"slow"}, state="succeeded", reason=""))
+    got = by_worker(scores.tally(run.history, {"slow": 1, "ok": 2, "spare": 3}, {"slow"}, excused=False))
     assert (got["slow"].timeouts, got["slow"].disconnects) == (1, 0)
     assert got["slow"].points == 1 - scores.FAULT_PENALTY  # its input task counts
 
@@ -125,23 +126,16 @@ def test_a_worker_timeout_counts_only_when_another_worker_then_completed_the_tas
     run.assign("A", 0, "second")
     (task,) = step(run)
     run.lose_worker("second")
-    reason = "rank 0 of group A lost its worker and no eligible worker became free within 30 s"
     both = {"first": 1, "second": 1}
-    got = by_worker(scores.tally(run.history, both, {"first", "second"}, state="failed", reason=reason))
+    excused = EndCause.WORKER_LOST.jobs_doing
+    got = by_worker(scores.tally(run.history, both, {"first", "second"}, excused=excused))
     assert got["first"].timeouts == got["second"].timeouts == 0
 
 
 def test_runs_ended_by_the_job_excuse_everyone():
+    excused = {cause for cause in EndCause if cause.jobs_doing}
+    assert excused == {EndCause.CANCELLED, EndCause.JOB_ERROR, EndCause.STAGE_TIMEOUT}
     run = RunExecution(1, spec())
-    where = f"{_stage_name(run, 1)} on rank 0 of group A"
-    assert scores.excused("failed", f"{where} failed: TypeError: x is not iterable")
-    assert scores.excused("failed", f"{_stage_name(run, INPUT_STAGE)} on rank 0 of group A failed: boom")
-    assert scores.excused("failed", f"{_stage_name(run, 1)} of group B exceeded its timeout of 2 s")
-    assert scores.excused("cancelled", "cancelled by its coordinator")
-    assert not scores.excused("succeeded", "")
-    no_worker = "rank 1 of group A lost its worker and no eligible worker became free within 30 s"
-    assert not scores.excused("failed", no_worker)
-    assert not scores.excused("failed", "inputs could not be moved between workers: blob x could not be copied")
 
     run.assign("A", 0, "a")
     run.assign("A", 1, "b")
@@ -149,7 +143,7 @@ def test_runs_ended_by_the_job_excuse_everyone():
     finish(run, task)
     step(run)
     run.lose_worker("b")  # mid-task; then the job's code fails the run
-    got = by_worker(scores.tally(run.history, {"a": 1, "b": 2}, set(), state="failed", reason=f"{where} failed: x"))
+    got = by_worker(scores.tally(run.history, {"a": 1, "b": 2}, set(), excused=EndCause.JOB_ERROR.jobs_doing))
     assert got["b"].disconnects == 1 and got["b"].excused and got["b"].points == 0
     assert got["a"].points == 1  # completed work still counts
 
@@ -204,25 +198,51 @@ def worker(worker_id: str, account: int = 1) -> Worker:
 
 async def test_connected_workers_get_their_scores_and_stay_comparable(store):
     await scores.record_run(1, [WorkerRun("old", 1, 10, 0, 0, False)], scores.now() - 2 * WEEK)
-    fleet = Fleet()
-    listener = scores.WorkerScores(fleet)
-    fleet.listeners.append(listener)
+    events = EventHub()
+    fleet = Fleet(events)
+    reliability = Reliability(fleet)
+    events.subscribe(WorkerJoined, reliability.worker_joined)
+    events.subscribe(WorkerLeft, reliability.worker_left)
     old, new = worker("old"), worker("new")
     for w in (old, new):
         fleet.add(w)
-        fleet.notify("worker_joined", w, [])
-    for task in list(listener.background):
+        await events.publish(WorkerJoined(w, []))
+    for task in list(reliability.background.tasks):
         await task
     assert old.score == pytest.approx(2.5, rel=1e-3)  # 10 two weeks ago
     assert new.score == 0.0
     history = [
-        type("A", (), {"group": "A", "stage": 0, "rank": 0, "worker_id": "new", "state": "done", "error": ""})()
+        type(
+            "A", (), {"group": "A", "stage": 0, "rank": 0, "worker_id": "new", "state": "done", "worker_lost": False}
+        )()
         for _ in range(3)
     ]
-    runs = await scores.run_finished(fleet, 7, "succeeded", "", history, {"new": 1, "old": 1}, set())
+    ended = RunEnded(7, 1, "succeeded", EndCause.COMPLETED, history, {"new": 1, "old": 1}, frozenset(), False, False)
+    runs = await reliability.run_ended(ended)
     assert {r.worker_id: r.points for r in runs} == {"new": 3.0, "old": 0.0}
     assert new.score == pytest.approx(3.0, rel=1e-3) and old.score == pytest.approx(2.5, rel=1e-3)
-    assert scores._as_of["new"] == scores._as_of["old"]  # both decayed to one instant
+    assert reliability.as_of["new"] == reliability.as_of["old"]  # both decayed to one instant
     fleet.remove(old)
-    fleet.notify("worker_left", old)
-    assert "old" not in scores._as_of
+    await events.publish(WorkerLeft(old))
+    assert "old" not in reliability.as_of
+
+
+async def test_scores_kept_by_billing_before_the_move_are_carried_over_to_the_fleet(store):
+    # A data dir from before the move: billing's score tables with a row, its migration not yet applied.
+    from piccolo.apps.migrations.tables import Migration
+
+    from appliance.billing.piccolo_migrations import billing_2026_11_23t20_58_17_805806 as moved
+    from appliance.fleet.tables import WorkerScore
+
+    await WorkerScore.raw("CREATE TABLE billing_worker_score AS SELECT * FROM fleet_worker_score WHERE 0")
+    await WorkerScore.raw("CREATE TABLE billing_worker_score_run AS SELECT * FROM fleet_worker_score_run WHERE 0")
+    await WorkerScore.raw(
+        "INSERT INTO billing_worker_score (id, worker_id, account, score, runs, tasks_done, disconnects, timeouts, "
+        "updated_at) VALUES (1, 'w-old', 5, 7.5, 3, 9, 1, 0, '2026-03-01 12:00:00+00:00')"
+    )
+    await Migration.delete().where(Migration.name == moved.ID)
+    assert moved.ID in await db.migrate()
+    (info,) = await scores.scores(5, at=T0)
+    assert (info.worker_id, info.score, info.runs, info.tasks_done, info.disconnects) == ("w-old", 7.5, 3, 9, 1)
+    tables = await WorkerScore.raw("SELECT name FROM sqlite_master WHERE name LIKE 'billing_worker_score%'")
+    assert tables == []

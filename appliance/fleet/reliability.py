@@ -12,9 +12,9 @@ Every run that ends gives each worker that held one of its ranks points (``point
   bad task report), counted only when another worker then completed the same task, which shows
   the task could finish: a task that hangs wherever it runs is the job's doing.
 
-A run that ended for a reason that is nobody's fault but the job's (``excused``) costs no one
-anything: a cancelled run, a run failed by its job code (a task threw), a stage past its stage
-timeout. Its completed tasks still count.
+A run that ended for a reason that is nobody's fault but the job's (``excused``: its
+``events.EndCause`` says so) costs no one anything: a cancelled run, a run failed by its job code
+(a task threw), a stage past its stage timeout. Its completed tasks still count.
 
 Scores accumulate with an exponential decay in time, so recent behaviour counts most:
 
@@ -28,36 +28,30 @@ In memory, ``Worker.score`` of every connected worker (what ``jobs.selection.ran
 highest first) holds its score decayed to one common instant: whenever one worker's score
 changes (it joins, a run ends) all of them are decayed to now first, so comparing them is
 comparing their scores now (decay scales every score by the same factor between updates).
+``Reliability`` keeps that up to date from the fleet's events and the coordinator's ``RunEnded``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import msgspec
 
-from appliance.billing.score_tables import WorkerScore, WorkerScoreRun
+from appliance.background import BackgroundTasks
 from appliance.clock import now
+from appliance.events import RunEnded, WorkerJoined, WorkerLeft
 from appliance.fleet.registry import Fleet, Worker
+from appliance.fleet.tables import WorkerScore, WorkerScoreRun
 
 log = logging.getLogger(__name__)
 
 HALF_LIFE = dt.timedelta(days=7)
 DONE_CAP = 10
 FAULT_PENALTY = 5.0
-
-# The error jobs.execution.RunExecution.lose_worker gives the attempt its lost worker was running
-# (other lost attempts, e.g. a consumer whose input went with that worker, are not that worker's).
-LOST_ITS_TASK = "the worker disconnected"
-# How the coordinator words the reasons of runs that end by the job's own doing.
-_JOB_CODE_FAILED = re.compile(r"^(the input function|stage \d+ \([a-z]+\)) on rank \d+ of group [A-Z] failed: ")
-_STAGE_TIMEOUT = re.compile(r"^(the input function|stage \d+ \([a-z]+\)) of group [A-Z] exceeded its timeout of ")
 
 
 class AttemptLike(Protocol):
@@ -68,7 +62,9 @@ class AttemptLike(Protocol):
     rank: int
     worker_id: str
     state: str  # done | failed | lost | cancelled
-    error: str
+    # Lost because its own worker went (other lost attempts, e.g. a consumer whose input went with
+    # that worker, are not that worker's doing).
+    worker_lost: bool
 
 
 class WorkerRun(msgspec.Struct, frozen=True):
@@ -116,28 +112,16 @@ def decayed(score: float, since: dt.datetime, at: dt.datetime) -> float:
     return score * decay_factor(_aware(at) - _aware(since))
 
 
-def excused(state: str, reason: str) -> bool:
-    """The run ended by the job's own doing (or its coordinator's): nobody's faults count."""
-    if state == "cancelled":
-        return True
-    return state == "failed" and bool(_JOB_CODE_FAILED.match(reason) or _STAGE_TIMEOUT.match(reason))
-
-
 def tally(
-    history: Iterable[AttemptLike],
-    accounts: Mapping[str, int],
-    taken_off: Iterable[str],
-    *,
-    state: str,
-    reason: str,
+    history: Iterable[AttemptLike], accounts: Mapping[str, int], taken_off: Iterable[str], *, excused: bool
 ) -> list[WorkerRun]:
     """Each participating worker's tasks done, disconnects and timeouts in a run that ended.
 
     ``accounts``: worker id -> account of every worker that held a rank; ``taken_off``: the workers
-    the coordinator sent away from the run (worker timeout or a bad report)."""
+    the coordinator sent away from the run (worker timeout or a bad report); ``excused``: the run
+    ended by the job's own doing."""
     attempts = list(history)
     taken_off = set(taken_off)
-    is_excused = excused(state, reason)
     done: Counter[str] = Counter()
     finished_by: dict[tuple[str, int, int], set[str]] = defaultdict(set)
     for a in attempts:
@@ -147,14 +131,14 @@ def tally(
     disconnects: Counter[str] = Counter()
     timeouts: Counter[str] = Counter()
     for a in attempts:
-        if a.state != "lost" or a.error != LOST_ITS_TASK or not a.worker_id:
+        if not a.worker_lost or not a.worker_id:
             continue
         if a.worker_id not in taken_off:
             disconnects[a.worker_id] += 1
         elif finished_by[(a.group, a.stage, a.rank)] - {a.worker_id}:
             timeouts[a.worker_id] += 1
     workers = dict.fromkeys([*accounts, *(a.worker_id for a in attempts if a.worker_id)])
-    return [WorkerRun(w, accounts.get(w), done[w], disconnects[w], timeouts[w], is_excused) for w in sorted(workers)]
+    return [WorkerRun(w, accounts.get(w), done[w], disconnects[w], timeouts[w], excused) for w in sorted(workers)]
 
 
 # ------------------------------------------------------------------ persistence
@@ -252,73 +236,58 @@ async def scores(account: int | None = None, at: dt.datetime | None = None) -> l
 
 # ------------------------------------------------------------------ the connected workers' scores in memory
 
-# Worker id -> the instant its in-memory Worker.score is decayed to.
-_as_of: dict[str, dt.datetime] = {}
 
-
-def _align(fleet: Fleet, at: dt.datetime) -> None:
-    """Decay every connected worker's in-memory score to ``at`` (one instant for all: comparable)."""
-    for worker in fleet.workers.values():
-        since = _as_of.get(worker.worker_id)
-        if since is not None and since < at:
-            worker.score = decayed(worker.score, since, at)
-            _as_of[worker.worker_id] = at
-
-
-def _set(fleet: Fleet, worker: Worker, score: float, at: dt.datetime) -> None:
-    """A worker's score as of ``at``, into memory beside the others (all decayed to now)."""
-    instant = max(now(), at)
-    _align(fleet, instant)
-    worker.score = decayed(score, at, instant)
-    _as_of[worker.worker_id] = instant
-
-
-async def run_finished(
-    fleet: Fleet,
-    run_id: int,
-    state: str,
-    reason: str,
-    history: Iterable[AttemptLike],
-    accounts: Mapping[str, int],
-    taken_off: Iterable[str],
-) -> list[WorkerRun]:
-    """Score a run that ended (the jobs coordinator calls this once per run); never raises."""
-    try:
-        runs = tally(history, accounts, taken_off, state=state, reason=reason)
-        at = now()
-        updated = await record_run(run_id, runs, at)
-        for worker_id, score in updated.items():
-            worker = fleet.get(worker_id)
-            if worker is not None:
-                _set(fleet, worker, score, at)
-        return runs
-    except Exception:
-        log.exception("run %s: could not update its workers' scores", run_id)
-        return []
-
-
-class WorkerScores:
-    """A fleet listener: a worker that joins gets its persisted score in ``Worker.score``."""
+class Reliability:
+    """Keeps ``Worker.score`` of the connected workers: loaded when one joins, updated when a run ends."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self.background: set[asyncio.Task] = set()
+        # Worker id -> the instant its in-memory Worker.score is decayed to.
+        self.as_of: dict[str, dt.datetime] = {}
+        self.background = BackgroundTasks("worker reliability")
 
-    def worker_joined(self, worker: Worker, blobs: list[str]) -> None:
-        task = asyncio.get_running_loop().create_task(self._load(worker))
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+    def worker_joined(self, event: WorkerJoined) -> None:
+        self.background.spawn(self._load(event.worker))
 
-    def worker_left(self, worker: Worker) -> None:
-        if self.fleet.get(worker.worker_id) is None:
-            _as_of.pop(worker.worker_id, None)
+    def worker_left(self, event: WorkerLeft) -> None:
+        if self.fleet.get(event.worker.worker_id) is None:
+            self.as_of.pop(event.worker.worker_id, None)
+
+    async def run_ended(self, event: RunEnded) -> list[WorkerRun]:
+        """Score the run's workers from what they completed and whether they stayed; never raises."""
+        try:
+            runs = tally(event.attempts, event.accounts, event.taken_off, excused=event.cause.jobs_doing)
+            at = now()
+            updated = await record_run(event.run_id, runs, at)
+            for worker_id, score in updated.items():
+                worker = self.fleet.get(worker_id)
+                if worker is not None:
+                    self._set(worker, score, at)
+            return runs
+        except Exception:
+            log.exception("run %s: could not update its workers' scores", event.run_id)
+            return []
+
+    async def stop(self) -> None:
+        await self.background.cancel()
 
     async def _load(self, worker: Worker) -> None:
         at = now()
-        try:
-            score = await score_of(worker.worker_id, at)
-        except Exception:
-            log.exception("could not load the score of worker %s", worker.worker_id)
-            return
+        score = await score_of(worker.worker_id, at)
         if self.fleet.get(worker.worker_id) is worker:
-            _set(self.fleet, worker, score, at)
+            self._set(worker, score, at)
+
+    def _align(self, at: dt.datetime) -> None:
+        """Decay every connected worker's in-memory score to ``at`` (one instant for all: comparable)."""
+        for worker in self.fleet.workers.values():
+            since = self.as_of.get(worker.worker_id)
+            if since is not None and since < at:
+                worker.score = decayed(worker.score, since, at)
+                self.as_of[worker.worker_id] = at
+
+    def _set(self, worker: Worker, score: float, at: dt.datetime) -> None:
+        """A worker's score as of ``at``, into memory beside the others (all decayed to now)."""
+        instant = max(now(), at)
+        self._align(instant)
+        worker.score = decayed(score, at, instant)
+        self.as_of[worker.worker_id] = instant

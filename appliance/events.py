@@ -1,0 +1,133 @@
+"""How the domains hear of each other: typed events and the one hub they go through.
+
+The fleet and the jobs coordinator publish; the coordinator, PMRFS datanodes, billing meters and
+worker reliability subscribe. Who listens to what is wired once, in ``app.create_app``
+(docs/architecture.md, "Events" has the map). An event is a frozen value; subscribing to
+anything that is not one of the event types below is an error when the app is built, so a
+misspelt event cannot go unheard.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from appliance.fleet.registry import Worker
+    from appliance.fleet.transfers import Link, Transfer
+    from appliance.jobs.execution import Attempt
+
+log = logging.getLogger(__name__)
+
+
+class EndCause(enum.StrEnum):
+    """Why a run ended, for whoever must tell causes apart (reliability, billing, the dashboard)."""
+
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"  # by its coordinator
+    JOB_ERROR = "job-error"  # the job's code threw (or refused a lost peer it could not recover from)
+    STAGE_TIMEOUT = "stage-timeout"  # a stage ran past the timeout the job gave it
+    WORKER_LOST = "worker-lost"  # a rank lost its worker and no eligible worker became free in time
+    TRANSFER_FAILED = "transfer-failed"  # inputs could not be moved between workers
+    OUTPUT_LOST = "output-lost"  # the final output could not be kept
+    NO_STORAGE = "no-storage"  # an s3 run of an account without Cloud Data settings
+    APPLIANCE_RESTART = "appliance-restart"
+
+    @property
+    def jobs_doing(self) -> bool:
+        """The run ended by the job's own doing (or its coordinator's), not its workers'."""
+        return self in (EndCause.CANCELLED, EndCause.JOB_ERROR, EndCause.STAGE_TIMEOUT)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base of every event the hub carries."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerJoined(Event):
+    worker: Worker
+    blobs: list[str]  # the blobs its hello says it holds
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLeft(Event):
+    worker: Worker
+
+
+@dataclass(frozen=True, slots=True)
+class BlobsDropped(Event):
+    worker: Worker
+    blobs: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TransferFinished(Event):
+    """A blob copy between two workers ended, or a peer link closed (``ok``: it did what it was for)."""
+
+    transfer: Transfer | Link
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskMessage(Event):
+    """A message about a task from the worker running it (fleet.protocol.TASK_MESSAGES, or a binary frame)."""
+
+    worker: Worker
+    message: object
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded(Event):
+    """A run that had started is over, whatever the outcome; published once, after its end is stored."""
+
+    run_id: int
+    owner: int
+    state: str  # succeeded | failed | cancelled
+    cause: EndCause
+    attempts: list[Attempt]  # every task attempt that finished or was abandoned
+    accounts: Mapping[str, int]  # worker id -> account, of every worker that held a rank
+    taken_off: frozenset[str]  # workers the coordinator sent away (timed out, misbehaved)
+    private: bool
+    gpu: bool
+
+
+EVENT_TYPES: tuple[type[Event], ...] = (WorkerJoined, WorkerLeft, BlobsDropped, TransferFinished, TaskMessage, RunEnded)
+
+E = TypeVar("E", bound=Event)
+Handler = Callable[[E], Awaitable[None] | None]
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._handlers: dict[type[Event], list[Handler]] = {kind: [] for kind in EVENT_TYPES}
+
+    def subscribe(self, kind: type[E], handler: Handler[E]) -> None:
+        if kind not in self._handlers:
+            raise TypeError(f"{kind!r} is not an event type (appliance.events.EVENT_TYPES)")
+        self._handlers[kind].append(handler)
+
+    def subscribers(self, kind: type[Event]) -> list[Handler]:
+        return list(self._handlers[kind])
+
+    async def publish(self, event: Event) -> None:
+        """Hand ``event`` to its subscribers in the order they subscribed, awaiting those that are
+        coroutines. A subscriber's error is logged: it must not break the publisher (a worker's
+        connection, the end of a run)."""
+        handlers = self._handlers.get(type(event))
+        if handlers is None:
+            raise TypeError(f"{type(event)!r} is not an event type (appliance.events.EVENT_TYPES)")
+        for handler in handlers:
+            try:
+                result = handler(event)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception(
+                    "%s subscriber %s failed", type(event).__name__, getattr(handler, "__qualname__", handler)
+                )
