@@ -67,6 +67,7 @@ from appliance.pmrfs import ui_routes as pmrfs_ui_routes
 from appliance.pmrfs.blobstore import store_for
 from appliance.pmrfs.datanodes import DataNodes
 from appliance.pmrfs.grants import Grants
+from appliance.pmrfs.namenode import LiveHolders
 from appliance.resources import static_dir, templates_dir
 from appliance.scheduler import create_scheduler
 from appliance.secret_keys import load_or_create_secrets
@@ -142,6 +143,7 @@ def create_app(settings: Settings) -> Litestar:
     cloud_service.configure(secrets.cloud_data_key)
     billing_context.configure(settings)
     store = store_for(settings.data_path)
+    live_holders = LiveHolders()
     turn = TurnService(settings, secrets.turn_secret)
     events = EventHub()
     fleet = Fleet(events)
@@ -150,9 +152,9 @@ def create_app(settings: Settings) -> Litestar:
     scheduler = create_scheduler(
         [*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store), *billing_housekeeping.jobs(fleet)], settings.timezone
     )
-    datanodes = DataNodes(fleet, store, Grants(secrets.session_key.encode()), settings.replication_factor)
+    datanodes = DataNodes(fleet, store, live_holders, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
-    coordinator = Coordinator(fleet, settings, store, run_logs)
+    coordinator = Coordinator(fleet, settings, store, live_holders, run_logs)
     subscribe(events, coordinator, datanodes, transfer_meter, reliability)
     background = BackgroundTasks("appliance")
 
@@ -233,6 +235,8 @@ def create_app(settings: Settings) -> Litestar:
                 "turn": turn,
                 "fleet": fleet,
                 "datanodes": datanodes,
+                "store": store,
+                "live_holders": live_holders,
                 "coordinator": coordinator,
             }
         ),

@@ -17,7 +17,6 @@ from appliance.config import Settings
 from appliance.jobs import parameters, service
 from appliance.jobs.outputs import cloud_reader, json_lines
 from appliance.jobs.service import JobInfo, RunInfo
-from appliance.pmrfs.blobstore import store_for
 from appliance.web.errors import api_errors
 
 TAGS = ["jobs"]
@@ -134,14 +133,10 @@ async def cancel_run(request: Request, run_id: FromPath[int]) -> RunInfo:
     summary="A succeeded run's output",
     description="JSON lines of [key, value], one group at a time (group=A by default).",
 )
-async def run_output(
-    request: Request, run_id: FromPath[int], settings: NamedDependency[Settings], group: FromQuery[str] = "A"
-) -> Stream:
+async def run_output(request: Request, run_id: FromPath[int], group: FromQuery[str] = "A") -> Stream:
     actor = Actor.of(request.user)
     with api_errors():
-        records = service.run_output(
-            actor, run_id, group, store_for(settings.data_path), await cloud_reader(actor, run_id)
-        )
+        records = service.run_output(actor, run_id, group, request.app.state.store, await cloud_reader(actor, run_id))
         first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
     return Stream(json_lines(first, records), media_type="application/x-ndjson")
 

@@ -41,6 +41,7 @@ from appliance.jobs.tables import Run, RunOutput, RunTask
 from appliance.pmrfs import namenode
 from appliance.pmrfs import service as pmrfs
 from appliance.pmrfs.blobstore import BlobStore
+from appliance.pmrfs.namenode import LiveHolders
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +120,11 @@ def _stage_name(execution: RunExecution, stage: int) -> str:
 
 
 class Coordinator:
-    def __init__(self, fleet: Fleet, settings: Settings, store: BlobStore, logs: RunLogs):
+    def __init__(self, fleet: Fleet, settings: Settings, store: BlobStore, live: LiveHolders, logs: RunLogs):
         self.fleet = fleet
         self.settings = settings
         self.store = store
+        self.live = live
         self.logs = logs
         self.queue: list[Queued] = []
         self.active: dict[int, Active] = {}
@@ -635,7 +637,7 @@ class Coordinator:
                     )
         if run.storage is None:
             shas = [r.location for r in rows]
-            restored = set(await namenode.restore_appliance_copies(self.store, shas))
+            restored = set(await namenode.restore_appliance_copies(self.store, shas, self.live))
             missing = [sha for sha in shas if sha not in restored and not self.store.exists(sha)]
             if missing:
                 raise RuntimeError(f"{len(missing)} output blob(s) could not be copied from the workers")

@@ -29,7 +29,6 @@ from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
 from appliance.jobs.sandbox_policy import PolicyError, save_admin_origins
 from appliance.jobs.service import JobInfo, RunInfo, ScriptRefused
-from appliance.pmrfs.blobstore import store_for
 from appliance.resources import templates_dir
 from appliance.turn import routes as turn_routes
 from appliance.web.rendering import is_htmx, page, redirect
@@ -306,7 +305,7 @@ async def _output_context(request: Request, run: RunInfo, settings: Settings, gr
     actor = _actor(request)
     try:
         records = service.run_output(
-            actor, run.id, group, store_for(settings.data_path), await cloud_reader(actor, run.id)
+            actor, run.id, group, request.app.state.store, await cloud_reader(actor, run.id)
         )
         context["output"] = await views.output_page(records, group, max(1, page_number))
     except NotFound as exc:
@@ -455,7 +454,7 @@ async def _download_output(request: Request, run_id: int, group: str, settings: 
     run = await _run(request, run_id)
     try:
         records = service.run_output(
-            actor, run_id, group, store_for(settings.data_path), await cloud_reader(actor, run_id)
+            actor, run_id, group, request.app.state.store, await cloud_reader(actor, run_id)
         )
         first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
     except NotFound as exc:

@@ -14,7 +14,6 @@ from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, USER, access
 from appliance.config import Settings
 from appliance.pmrfs import service
-from appliance.pmrfs.blobstore import store_for
 from appliance.pmrfs.service import BucketInfo, ObjectInfo, ObjectStatus
 from appliance.web.errors import api_errors
 
@@ -62,11 +61,9 @@ async def list_buckets(request: Request) -> list[BucketInfo]:
     summary="Delete a bucket",
     description="409 when it still has objects, unless force=true deletes them too.",
 )
-async def delete_bucket(
-    request: Request, bucket: FromPath[str], settings: NamedDependency[Settings], force: FromQuery[bool] = False
-) -> None:
+async def delete_bucket(request: Request, bucket: FromPath[str], force: FromQuery[bool] = False) -> None:
     with api_errors():
-        await service.delete_bucket(Actor.of(request.user), bucket, store_for(settings.data_path), force=force)
+        await service.delete_bucket(Actor.of(request.user), bucket, request.app.state.store, force=force)
 
 
 @put(
@@ -93,7 +90,7 @@ async def put_object(
             bucket,
             object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
             request.stream(),
-            store_for(settings.data_path),
+            request.app.state.store,
             max_bytes=settings.pmrfs_max_upload_bytes,
             content_type=request.headers.get("content-type"),
             pinned=pin,
@@ -108,15 +105,14 @@ async def put_object(
     summary="Download an object",
     description="503 when some blob of the object has no live replica.",
 )
-async def get_object(
-    request: Request, bucket: FromPath[str], key: FromPath[str], settings: NamedDependency[Settings]
-) -> Stream:
+async def get_object(request: Request, bucket: FromPath[str], key: FromPath[str]) -> Stream:
     with api_errors():
         info, content = await service.open_object(
             Actor.of(request.user),
             bucket,
             object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
-            store_for(settings.data_path),
+            request.app.state.store,
+            request.app.state.live_holders,
         )
     return Stream(
         content=content,
@@ -128,7 +124,7 @@ async def get_object(
 @get("/api/v1/buckets/{bucket:str}/objects", opt=access(USER), tags=TAGS, summary="List objects")
 async def list_objects(request: Request, bucket: FromPath[str], prefix: FromQuery[str] = "") -> list[ObjectInfo]:
     with api_errors():
-        return await service.list_objects(Actor.of(request.user), bucket, prefix)
+        return await service.list_objects(Actor.of(request.user), bucket, request.app.state.live_holders, prefix)
 
 
 @delete(
@@ -138,15 +134,13 @@ async def list_objects(request: Request, bucket: FromPath[str], prefix: FromQuer
     tags=TAGS,
     summary="Delete an object",
 )
-async def delete_object(
-    request: Request, bucket: FromPath[str], key: FromPath[str], settings: NamedDependency[Settings]
-) -> None:
+async def delete_object(request: Request, bucket: FromPath[str], key: FromPath[str]) -> None:
     with api_errors():
         await service.delete_object(
             Actor.of(request.user),
             bucket,
             object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
-            store_for(settings.data_path),
+            request.app.state.store,
         )
 
 
@@ -161,7 +155,10 @@ async def delete_object(
 async def object_status(request: Request, bucket: FromPath[str], key: FromPath[str]) -> ObjectStatus:
     with api_errors():
         return await service.object_status(
-            Actor.of(request.user), bucket, object_key(request, f"/api/v1/objects-status/{bucket}/", key)
+            Actor.of(request.user),
+            bucket,
+            object_key(request, f"/api/v1/objects-status/{bucket}/", key),
+            request.app.state.live_holders,
         )
 
 

@@ -6,7 +6,8 @@ does not match its name is removed, logged, and treated as missing.
 
 Disk work runs in worker threads so the event loop keeps serving. Uploads that are writing
 blobs hold them (``hold``/``release``) so garbage collection never removes a file an upload
-is about to reference.
+is about to reference. The appliance has one ``BlobStore`` (built by ``create_app``, or once by a
+CLI command): the holds are counted in it.
 """
 
 from __future__ import annotations
@@ -28,31 +29,27 @@ log = logging.getLogger(__name__)
 BLOB_SIZE = 4 * 1024 * 1024
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
-# sha256 -> number of uploads in this process currently writing or committing that blob.
-_held: collections.Counter[str] = collections.Counter()
-
 
 def sha256_hex(data: bytes | bytearray | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def hold(sha: str) -> None:
-    _held[sha] += 1
-
-
-def release(sha: str) -> None:
-    _held[sha] -= 1
-    if _held[sha] <= 0:
-        del _held[sha]
-
-
-def is_held(sha: str) -> bool:
-    return _held.get(sha, 0) > 0
-
-
 class BlobStore:
     def __init__(self, root: Path):
         self.root = root
+        # sha256 -> number of uploads (or downloads) currently writing, committing or reading that blob.
+        self._held: collections.Counter[str] = collections.Counter()
+
+    def hold(self, sha: str) -> None:
+        self._held[sha] += 1
+
+    def release(self, sha: str) -> None:
+        self._held[sha] -= 1
+        if self._held[sha] <= 0:
+            del self._held[sha]
+
+    def is_held(self, sha: str) -> bool:
+        return self._held.get(sha, 0) > 0
 
     def path(self, sha: str) -> Path:
         if not SHA256_RE.match(sha):
@@ -122,11 +119,11 @@ class BlobStore:
         The blob is held (see ``hold``) from before its file is checked until the caller releases it.
         """
         sha = await asyncio.to_thread(sha256_hex, data)
-        hold(sha)
+        self.hold(sha)
         try:
             written = await asyncio.to_thread(self._write, sha, data, hashed=True)
         except BaseException:
-            release(sha)
+            self.release(sha)
             raise
         return sha, written
 
@@ -173,4 +170,5 @@ def _fsync_dir(path: Path) -> None:
 
 
 def store_for(data_path: Path) -> BlobStore:
+    """The data dir's blob store: built once, by create_app or a CLI command, and passed to whoever needs it."""
     return BlobStore(data_path / "blobs")

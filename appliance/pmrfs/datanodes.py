@@ -25,7 +25,7 @@ from appliance.fleet.transfers import Transfer, TransferTag
 from appliance.pmrfs import namenode
 from appliance.pmrfs.blobstore import BlobStore, sha256_hex
 from appliance.pmrfs.grants import Grants
-from appliance.pmrfs.namenode import APPLIANCE, live_holders
+from appliance.pmrfs.namenode import APPLIANCE, LiveHolders
 from appliance.pmrfs.tables import Blob
 
 log = logging.getLogger(__name__)
@@ -36,9 +36,10 @@ REQUEST_TIMEOUT = 60.0
 
 
 class DataNodes:
-    def __init__(self, fleet: Fleet, store: BlobStore, grants: Grants, factor: int):
+    def __init__(self, fleet: Fleet, store: BlobStore, live: LiveHolders, grants: Grants, factor: int):
         self.fleet = fleet
         self.store = store
+        self.live = live
         self.grants = grants
         self.factor = factor
         self.wake = asyncio.Event()
@@ -50,11 +51,11 @@ class DataNodes:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        namenode.remote_fetcher = self.fetch_from_browsers
+        self.live.fetch = self.fetch_from_browsers
         self.task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        namenode.remote_fetcher = None
+        self.live.fetch = None
         for task in [self.task, *self.background]:
             if task:
                 task.cancel()
@@ -69,11 +70,11 @@ class DataNodes:
     # ------------------------------------------------------------ fleet events
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        live_holders.connected(event.worker.worker_id)
+        self.live.connected(event.worker.worker_id)
         self._spawn(self._reconcile(event.worker, event.blobs))
 
     def worker_left(self, event: WorkerLeft) -> None:
-        live_holders.disconnected(event.worker.worker_id)
+        self.live.disconnected(event.worker.worker_id)
         self.wake.set()
 
     def blobs_dropped(self, event: BlobsDropped) -> None:
@@ -121,7 +122,7 @@ class DataNodes:
             self.wake.clear()
             try:
                 await self._place()
-                await namenode.release_appliance_copies(self.store, self.factor)
+                await namenode.release_appliance_copies(self.store, self.factor, self.live)
             except Exception:
                 log.exception("PMRFS placement round failed; retrying")
 
@@ -131,7 +132,7 @@ class DataNodes:
         # Copies on their way when the round starts still count if they finish while the report is read:
         # the report may predate their confirmation. Erring this way only delays a copy to the next round.
         started_before = set(self.in_flight)
-        for need in await namenode.replication_report(self.factor):
+        for need in await namenode.replication_report(self.factor, self.live):
             # Copies already on their way count: never more replicas than the factor.
             coming = sum(1 for sha, _ in started_before | self.in_flight if sha == need.sha256)
             for _ in range(need.missing - coming):

@@ -3,11 +3,12 @@
 Holders are the appliance itself (``APPLIANCE``, its files under ``<data-dir>/blobs``) and worker
 browsers (their worker id). A replica counts once its holder confirmed it (stored and verified);
 it serves only while its holder is live. The appliance is always live; workers are live while
-connected, which the fleet reports through ``live_holders``.
+connected, which ``LiveHolders`` says (the appliance has one, built by ``create_app`` and kept up
+to date by ``DataNodes``, which also lends it the way to read a blob back from a browser).
 
 Nothing here decides placement or starts transfers: this module answers what the placement and
 re-replication loop needs (``replication_report``, ``private_owners``) and records what it did
-(``add_replica``, ``confirm_replica``, ``remove_replica``, ``forget_holder``).
+(``add_replica``, ``confirm_replica``, ``remove_replica``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from collections.abc import Awaitable, Callable, Iterable
 import msgspec
 
 from appliance.clock import now
-from appliance.pmrfs import blobstore
 from appliance.pmrfs.blobstore import BlobStore
 from appliance.pmrfs.tables import Blob, ObjectBlob, Replica
 
@@ -37,10 +37,15 @@ def chunks(values: list, size: int = CHUNK) -> Iterable[list]:
 
 
 class LiveHolders:
-    """The worker ids connected right now; the appliance is always live."""
+    """The worker ids connected right now; the appliance is always live.
+
+    ``fetch`` reads a blob back from a live browser replica (set by whoever runs browser datanodes, while
+    they run): it returns the verified bytes, or None when no holder could deliver them.
+    """
 
     def __init__(self) -> None:
         self._live: set[str] = set()
+        self.fetch: Callable[[str], Awaitable[bytes | None]] | None = None
 
     def connected(self, holder: str) -> None:
         self._live.add(holder)
@@ -53,14 +58,6 @@ class LiveHolders:
 
     def workers(self) -> set[str]:
         return set(self._live)
-
-
-# The process's view, kept up to date by the fleet when workers connect and disconnect.
-live_holders = LiveHolders()
-
-# Fetches a blob from a live browser replica (set by the fleet once browser datanodes exist).
-# Returns the verified bytes, or None when no holder could deliver them.
-remote_fetcher: Callable[[str], Awaitable[bytes | None]] | None = None
 
 
 class ReplicaInfo(msgspec.Struct, frozen=True):
@@ -130,12 +127,6 @@ async def remove_replica(sha: str, holder: str) -> bool:
     return bool(deleted)
 
 
-async def forget_holder(holder: str) -> int:
-    """A worker cleared its stored data: forget all its replicas. Returns how many."""
-    deleted = await Replica.delete().where(Replica.holder == holder).returning(Replica.id)
-    return len(deleted)
-
-
 async def blobs_held_by(holder: str) -> list[str]:
     rows = await Replica.select(Replica.blob.sha256).where(Replica.holder == holder)
     return sorted(r["blob.sha256"] for r in rows)
@@ -186,7 +177,7 @@ def _live_workers(replicas: list[ReplicaInfo], live: LiveHolders) -> list[str]:
     return sorted({r.holder for r in replicas if r.holder != APPLIANCE and r.confirmed and live.is_live(r.holder)})
 
 
-async def replication_report(factor: int, live: LiveHolders = live_holders) -> list[BlobNeed]:
+async def replication_report(factor: int, live: LiveHolders) -> list[BlobNeed]:
     """Referenced blobs held by fewer than ``factor`` distinct live workers, the most urgent first."""
     blobs = await _referenced_blobs()
     replicas = await replicas_by_blob(list(blobs))
@@ -199,7 +190,7 @@ async def replication_report(factor: int, live: LiveHolders = live_holders) -> l
 
 
 async def release_appliance_copies(
-    store: BlobStore, factor: int, live: LiveHolders = live_holders, shas: Iterable[str] | None = None
+    store: BlobStore, factor: int, live: LiveHolders, shas: Iterable[str] | None = None
 ) -> list[str]:
     """Drop the appliance's copy of each blob that no longer needs it; returns the blobs released.
 
@@ -216,7 +207,7 @@ async def release_appliance_copies(
         and not pinned
         and any(r.holder == APPLIANCE for r in replicas[blob_id])
         and len(_live_workers(replicas[blob_id], live)) >= factor
-        and not blobstore.is_held(sha)
+        and not store.is_held(sha)
     ]
     released = []
     for blob_id, sha in candidates:
@@ -225,7 +216,7 @@ async def release_appliance_copies(
             pinned_now = await ObjectBlob.exists().where(
                 (ObjectBlob.blob == blob_id) & (ObjectBlob.stored_object.pinned == True)  # noqa: E712
             )
-            if pinned_now or blobstore.is_held(sha):
+            if pinned_now or store.is_held(sha):
                 continue
             await Replica.delete().where(Replica.slot == f"{blob_id}:{APPLIANCE}")
         await remove_file_if_unused(store, sha)
@@ -240,16 +231,16 @@ async def drop_appliance_replica(sha: str) -> None:
         log.error("blob %s is missing or corrupt on the appliance's disk; its appliance replica is forgotten", sha)
 
 
-async def restore_appliance_copies(store: BlobStore, shas: Iterable[str]) -> list[str]:
+async def restore_appliance_copies(store: BlobStore, shas: Iterable[str], live: LiveHolders) -> list[str]:
     """Bring blobs back onto the appliance's disk from live browsers (after an object is pinned again).
 
-    Uses ``remote_fetcher``; returns the blobs restored. Blobs it cannot fetch now are left as they are.
+    Uses ``live.fetch``; returns the blobs restored. Blobs it cannot fetch now are left as they are.
     """
     restored = []
     for sha in dict.fromkeys(shas):
         if await has_appliance_replica(sha) and store.exists(sha):
             continue
-        data = await remote_fetcher(sha) if remote_fetcher is not None else None
+        data = await live.fetch(sha) if live.fetch is not None else None
         if data is None:
             continue
         try:
@@ -259,7 +250,7 @@ async def restore_appliance_copies(store: BlobStore, shas: Iterable[str]) -> lis
             except KeyError:
                 continue  # deleted meanwhile; garbage collection takes the file
         finally:
-            blobstore.release(sha)
+            store.release(sha)
         restored.append(sha)
     return restored
 
@@ -270,7 +261,7 @@ async def collect_garbage(store: BlobStore) -> list[str]:
     Returns the SHA-256 of every blob removed. Blobs an upload holds are skipped.
     """
     rows = await Blob.select(Blob.id, Blob.sha256).where(Blob.id.not_in(ObjectBlob.select(ObjectBlob.blob)))
-    rows = [r for r in rows if not blobstore.is_held(r["sha256"])]
+    rows = [r for r in rows if not store.is_held(r["sha256"])]
     removed: list[str] = []
     for part in chunks(rows):
         ids = [r["id"] for r in part]
@@ -302,7 +293,7 @@ async def remove_file_if_unused(store: BlobStore, sha: str) -> bool:
     """
     if await has_appliance_replica(sha):
         return False
-    if blobstore.is_held(sha):
+    if store.is_held(sha):
         return False
     return store.remove(sha)
 

@@ -24,9 +24,9 @@ from appliance.accounts import users
 from appliance.accounts.actor import Actor
 from appliance.clock import now
 from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, TooLarge, Unavailable
-from appliance.pmrfs import blobstore, namenode
+from appliance.pmrfs import namenode
 from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore
-from appliance.pmrfs.namenode import APPLIANCE, LiveHolders, ReplicaInfo, chunks, live_holders, serving
+from appliance.pmrfs.namenode import APPLIANCE, LiveHolders, ReplicaInfo, chunks, serving
 from appliance.pmrfs.names import MAX_BUCKETS_PER_ACCOUNT, InvalidName, check_bucket_name, check_key, runs_bucket_name
 from appliance.pmrfs.tables import Blob, Bucket, ObjectBlob, Replica, StoredObject
 
@@ -240,7 +240,7 @@ class Ingest:
 
     def release(self) -> None:
         for sha in self._held:
-            blobstore.release(sha)
+            self.store.release(sha)
         self._held = []
 
     async def discard(self) -> None:
@@ -454,9 +454,7 @@ def _info(bucket: str, row: dict, available: bool, blobs: int) -> ObjectInfo:
     )
 
 
-async def list_objects(
-    actor: Actor, bucket: str, prefix: str = "", live: LiveHolders = live_holders
-) -> list[ObjectInfo]:
+async def list_objects(actor: Actor, bucket: str, live: LiveHolders, prefix: str = "") -> list[ObjectInfo]:
     row = await _bucket_row(actor, bucket)
     query = StoredObject.select().where(StoredObject.bucket == row["id"]).order_by(StoredObject.key)
     if prefix and "\\" not in prefix:
@@ -471,7 +469,7 @@ async def list_objects(
     ]
 
 
-async def object_status(actor: Actor, bucket: str, key: str, live: LiveHolders = live_holders) -> ObjectStatus:
+async def object_status(actor: Actor, bucket: str, key: str, live: LiveHolders) -> ObjectStatus:
     key = _key(key)
     obj = await _object_row(actor, bucket, key)
     blobs = (await _object_blobs([obj["id"]]))[obj["id"]]
@@ -489,11 +487,11 @@ def _deliverable(replicas: list[ReplicaInfo], live: LiveHolders, has_file: bool)
     holders = serving(replicas, live)
     if APPLIANCE in holders and has_file:
         return True
-    return namenode.remote_fetcher is not None and any(h != APPLIANCE for h in holders)
+    return live.fetch is not None and any(h != APPLIANCE for h in holders)
 
 
 async def open_object(
-    actor: Actor, bucket: str, key: str, store: BlobStore, live: LiveHolders = live_holders
+    actor: Actor, bucket: str, key: str, store: BlobStore, live: LiveHolders
 ) -> tuple[ObjectInfo, AsyncIterator[bytes]]:
     """The object's description and its bytes, blob after blob, each verified.
 
@@ -517,27 +515,27 @@ async def open_object(
             f"Object {bucket}/{key} is unavailable: {missing} of its {len(blobs)} blob(s) have no live replica. "
             "It becomes available again when a browser holding them reconnects."
         )
-    return _info(bucket, obj, True, len(blobs)), _stream_blobs(store, [sha for _, sha, _ in blobs])
+    return _info(bucket, obj, True, len(blobs)), _stream_blobs(store, [sha for _, sha, _ in blobs], live)
 
 
-async def _stream_blobs(store: BlobStore, shas: list[str]) -> AsyncIterator[bytes]:
+async def _stream_blobs(store: BlobStore, shas: list[str], live: LiveHolders) -> AsyncIterator[bytes]:
     # Held while streaming, so a concurrent delete does not pull files from under the download.
     for sha in shas:
-        blobstore.hold(sha)
+        store.hold(sha)
     try:
         for sha in shas:
             data = await store.get(sha)
             if data is None:
                 await namenode.drop_appliance_replica(sha)
-                if namenode.remote_fetcher is not None:
-                    data = await namenode.remote_fetcher(sha)
+                if live.fetch is not None:
+                    data = await live.fetch(sha)
             if data is None:
                 log.error("blob %s could not be read from any replica; the download ends early", sha)
                 raise Unavailable(f"Blob {sha} became unavailable during the download.")
             yield data
     finally:
         for sha in shas:
-            blobstore.release(sha)
+            store.release(sha)
 
 
 # -- changes ----------------------------------------------------------------------------------
@@ -552,7 +550,7 @@ async def delete_object(actor: Actor, bucket: str, key: str, store: BlobStore) -
 
 
 async def set_pinned(
-    actor: Actor, bucket: str, key: str, pinned: bool, store: BlobStore, live: LiveHolders = live_holders
+    actor: Actor, bucket: str, key: str, pinned: bool, store: BlobStore, live: LiveHolders
 ) -> ObjectInfo:
     """Pin (keep the appliance copy) or unpin (let it go once browsers hold the replication factor)."""
     key = _key(key)
@@ -561,9 +559,9 @@ async def set_pinned(
         await StoredObject.update({StoredObject.pinned: pinned}).where(StoredObject.id == obj["id"])
     status = await object_status(actor, bucket, key, live)
     missing = [b.sha256 for b in status.blobs if APPLIANCE not in b.replicas]
-    if pinned and missing and namenode.remote_fetcher is not None:
+    if pinned and missing and live.fetch is not None:
         # Browsers hold it but the appliance let go: fetch the copies back, in the background.
-        task = asyncio.create_task(namenode.restore_appliance_copies(store, missing))
+        task = asyncio.create_task(namenode.restore_appliance_copies(store, missing, live))
         _background.add(task)
         task.add_done_callback(_background.discard)
     return ObjectInfo(

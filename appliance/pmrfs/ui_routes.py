@@ -22,7 +22,6 @@ from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.pmrfs import service
 from appliance.pmrfs.api_routes import object_key
-from appliance.pmrfs.blobstore import store_for
 from appliance.pmrfs.names import InvalidName, check_key
 from appliance.web.errors import CSRF_FAILURE
 from appliance.web.formatting import human_bytes
@@ -87,12 +86,10 @@ async def create_bucket(request: Request, data: Form[BucketForm]) -> Response:
 
 
 @post(f"{STORAGE}/buckets/{{bucket:str}}/delete", opt=access(COORDINATOR), include_in_schema=False)
-async def delete_bucket(
-    request: Request, bucket: FromPath[str], data: Form[BucketDeleteForm], settings: NamedDependency[Settings]
-) -> Response:
+async def delete_bucket(request: Request, bucket: FromPath[str], data: Form[BucketDeleteForm]) -> Response:
     try:
         count = await service.delete_bucket(
-            Actor.of(request.user), bucket, store_for(settings.data_path), force=data.force == "true"
+            Actor.of(request.user), bucket, request.app.state.store, force=data.force == "true"
         )
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
@@ -113,7 +110,7 @@ def _to_storage(request: Request, message: str, level: str = "success") -> Respo
 async def _objects_context(request: Request, bucket: str, prefix: str) -> dict:
     actor = Actor.of(request.user)
     info = await service.get_bucket(actor, bucket)
-    objects = await service.list_objects(actor, bucket, prefix)
+    objects = await service.list_objects(actor, bucket, request.app.state.live_holders, prefix)
     return {"bucket": info, "objects": objects, "prefix": prefix, "quote": _q}
 
 
@@ -145,11 +142,9 @@ async def _after_change(request: Request, bucket: str, prefix: str, message: str
 
 
 @post(f"{STORAGE}/buckets/{{bucket:str}}/objects/delete", opt=access(COORDINATOR), include_in_schema=False)
-async def delete_object(
-    request: Request, bucket: FromPath[str], data: Form[ObjectForm], settings: NamedDependency[Settings]
-) -> Response:
+async def delete_object(request: Request, bucket: FromPath[str], data: Form[ObjectForm]) -> Response:
     try:
-        await service.delete_object(Actor.of(request.user), bucket, data.key, store_for(settings.data_path))
+        await service.delete_object(Actor.of(request.user), bucket, data.key, request.app.state.store)
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
     except ServiceError as exc:
@@ -158,12 +153,11 @@ async def delete_object(
 
 
 @post(f"{STORAGE}/buckets/{{bucket:str}}/objects/pin", opt=access(COORDINATOR), include_in_schema=False)
-async def pin_object(
-    request: Request, bucket: FromPath[str], data: Form[ObjectForm], settings: NamedDependency[Settings]
-) -> Response:
+async def pin_object(request: Request, bucket: FromPath[str], data: Form[ObjectForm]) -> Response:
     pinned = data.pinned == "true"
+    state = request.app.state
     try:
-        await service.set_pinned(Actor.of(request.user), bucket, data.key, pinned, store_for(settings.data_path))
+        await service.set_pinned(Actor.of(request.user), bucket, data.key, pinned, state.store, state.live_holders)
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
     except ServiceError as exc:
@@ -176,7 +170,10 @@ async def pin_object(
 async def object_page(request: Request, bucket: FromPath[str], key: FromPath[str]) -> Template:
     try:
         status = await service.object_status(
-            Actor.of(request.user), bucket, object_key(request, f"{STORAGE}/object/{bucket}/", key)
+            Actor.of(request.user),
+            bucket,
+            object_key(request, f"{STORAGE}/object/{bucket}/", key),
+            request.app.state.live_holders,
         )
     except ServiceError as exc:
         raise NotFoundException(str(exc)) from None
@@ -190,12 +187,11 @@ def _attachment(key: str) -> str:
 
 
 @get(f"{STORAGE}/download/{{bucket:str}}/{{key:path}}", opt=access(COORDINATOR), include_in_schema=False)
-async def download(
-    request: Request, bucket: FromPath[str], key: FromPath[str], settings: NamedDependency[Settings]
-) -> Response:
+async def download(request: Request, bucket: FromPath[str], key: FromPath[str]) -> Response:
     key = object_key(request, f"{STORAGE}/download/{bucket}/", key)
+    state = request.app.state
     try:
-        info, content = await service.open_object(Actor.of(request.user), bucket, key, store_for(settings.data_path))
+        info, content = await service.open_object(Actor.of(request.user), bucket, key, state.store, state.live_holders)
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
     except ServiceError as exc:
@@ -312,7 +308,7 @@ def _boundary(request: Request) -> str | None:
 )
 async def upload(request: Request, bucket: FromPath[str], settings: NamedDependency[Settings]) -> Response:
     actor = Actor.of(request.user)
-    store = store_for(settings.data_path)
+    store = request.app.state.store
     max_bytes = settings.pmrfs_max_upload_bytes
     boundary = _boundary(request)
     form: FormUpload | None = None

@@ -278,6 +278,7 @@ async def test_storage_byte_hours_charge_the_owner_and_credit_connected_holders(
     await service.create_bucket(owner, "shared", private=False)
     await service.create_bucket(owner, "mine", private=True)
     from appliance.pmrfs.blobstore import store_for
+    from appliance.pmrfs.namenode import LiveHolders
 
     blobs = store_for(store.data_path)
 
@@ -286,7 +287,7 @@ async def test_storage_byte_hours_charge_the_owner_and_credit_connected_holders(
             yield data
 
         await service.put_object(owner, bucket, key, body(), blobs, max_bytes=1 << 30)
-        return [b.sha256 for b in (await service.object_status(owner, bucket, key)).blobs][0]
+        return [b.sha256 for b in (await service.object_status(owner, bucket, key, LiveHolders())).blobs][0]
 
     public_sha = await put("shared", "a", b"p" * 1000)
     private_sha = await put("mine", "b", b"q" * 300)

@@ -17,7 +17,7 @@ from appliance.accounts import users
 from appliance.accounts.actor import Actor
 from appliance.config import load_settings
 from appliance.errors import TooLarge, Unavailable
-from appliance.pmrfs import blobstore, namenode, service
+from appliance.pmrfs import namenode, service
 from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore, store_for
 from appliance.pmrfs.namenode import APPLIANCE, LiveHolders
 
@@ -34,7 +34,6 @@ async def pmrfs(tmp_path):
     owner = Actor(user_id=account.id, role=account.role)
     await service.create_bucket(owner, "data")
     yield owner, store_for(settings.data_path)
-    namenode.remote_fetcher = None
 
 
 async def stream(data: bytes, piece: int = 100_000):
@@ -47,7 +46,7 @@ async def put(owner, store, key: str, data: bytes, *, pinned: bool = True):
 
 
 async def shas_of(owner, key: str) -> list[str]:
-    return [b.sha256 for b in (await service.object_status(owner, "data", key)).blobs]
+    return [b.sha256 for b in (await service.object_status(owner, "data", key, LiveHolders())).blobs]
 
 
 async def test_objects_are_cut_into_blobs_of_at_most_4_mib(pmrfs):
@@ -55,7 +54,7 @@ async def test_objects_are_cut_into_blobs_of_at_most_4_mib(pmrfs):
     for size, pieces in [(0, []), (1, [1]), (BLOB_SIZE, [BLOB_SIZE]), (BLOB_SIZE + 1, [BLOB_SIZE, 1])]:
         data = os.urandom(size)
         await put(owner, store, f"size-{size}", data)
-        status = await service.object_status(owner, "data", f"size-{size}")
+        status = await service.object_status(owner, "data", f"size-{size}", LiveHolders())
         assert [b.size for b in status.blobs] == pieces
         assert status.size == size
         assert all(blob.replicas == [APPLIANCE] for blob in status.blobs)
@@ -120,12 +119,12 @@ async def test_release_waits_for_the_replication_factor_on_distinct_live_workers
     async def from_browsers(sha: str) -> bytes | None:
         return pieces.get(sha)
 
-    namenode.remote_fetcher = from_browsers
+    live.fetch = from_browsers
     _, content = await service.open_object(owner, "data", "unpinned", store, live)
     assert b"".join([chunk async for chunk in content]) == data
 
     # Pinning it again brings the copies back onto the appliance's disk.
-    assert await namenode.restore_appliance_copies(store, shas) == shas
+    assert await namenode.restore_appliance_copies(store, shas, live) == shas
     assert all(store.exists(sha) for sha in shas)
     status = await service.object_status(owner, "data", "unpinned", live)
     assert [b.replicas for b in status.blobs] == [[APPLIANCE, "worker-a", "worker-b"]] * 2
@@ -177,13 +176,13 @@ async def test_a_blob_an_upload_holds_is_neither_released_nor_collected(pmrfs):
     for worker in ("w1", "w2"):
         live.connected(worker)
         await namenode.add_replica(sha, worker)
-    blobstore.hold(sha)
+    store.hold(sha)
     try:
         assert await namenode.release_appliance_copies(store, 2, live) == []
         await service.delete_object(owner, "data", "busy", store)
         assert store.exists(sha)
     finally:
-        blobstore.release(sha)
+        store.release(sha)
     assert await namenode.collect_garbage(store) == [sha]
     assert not store.exists(sha)
 
@@ -215,7 +214,7 @@ async def test_delete_and_garbage_collection(pmrfs):
     assert store.stored() == []
 
 
-async def test_forget_holder_and_remove_replica(pmrfs):
+async def test_remove_replica(pmrfs):
     owner, store = pmrfs
     await put(owner, store, "x", b"x" * 10 + b"y" * 10)
     [sha] = await shas_of(owner, "x")
@@ -223,7 +222,8 @@ async def test_forget_holder_and_remove_replica(pmrfs):
     await namenode.add_replica(sha, "w2")
     assert await namenode.remove_replica(sha, "w2")
     assert not await namenode.remove_replica(sha, "w2")
-    assert await namenode.forget_holder("w1") == 1
+    # A worker that reconnects without the blob loses its replica the same way (DataNodes._reconcile).
+    assert await namenode.remove_replica(sha, "w1")
     assert [r.holder for r in await namenode.replicas_of(sha)] == [APPLIANCE]
     with pytest.raises(KeyError):
         await namenode.add_replica("0" * 64, "w1")
@@ -238,7 +238,7 @@ async def test_private_owners(pmrfs):
     assert await namenode.private_owners(sha) == {owner.user_id}
     await service.create_bucket(owner, "open", private=False)
     await service.put_object(owner, "open", "q", stream(b"open data"), store, max_bytes=100)
-    [open_sha] = [b.sha256 for b in (await service.object_status(owner, "open", "q")).blobs]
+    [open_sha] = [b.sha256 for b in (await service.object_status(owner, "open", "q", LiveHolders())).blobs]
     assert await namenode.private_owners(open_sha) == set()
 
 
@@ -247,15 +247,16 @@ async def test_a_corrupt_file_is_missing_and_the_object_unavailable(pmrfs, caplo
     await put(owner, store, "c", b"good content")
     [sha] = await shas_of(owner, "c")
     store.path(sha).write_bytes(b"bad content!")
-    _, content = await service.open_object(owner, "data", "c", store)
+    live = LiveHolders()
+    _, content = await service.open_object(owner, "data", "c", store, live)
     with pytest.raises(Unavailable):
         [chunk async for chunk in content]
     assert "corrupt" in caplog.text
     assert not store.exists(sha)
-    status = await service.object_status(owner, "data", "c")
+    status = await service.object_status(owner, "data", "c", live)
     assert not status.available and status.blobs[0].replicas == []
     with pytest.raises(Unavailable, match="1 of its 1 blob"):
-        await service.open_object(owner, "data", "c", store)
+        await service.open_object(owner, "data", "c", store, live)
 
 
 async def test_uploads_over_the_limit_store_nothing(pmrfs):
@@ -265,7 +266,7 @@ async def test_uploads_over_the_limit_store_nothing(pmrfs):
     with pytest.raises(TooLarge):
         await service.put_object(owner, "data", "big", stream(b""), store, max_bytes=2 * MiB, declared_size=2 * MiB + 1)
     assert store.stored() == []
-    assert await service.list_objects(owner, "data") == []
+    assert await service.list_objects(owner, "data", LiveHolders()) == []
 
 
 def test_blob_store_writes_atomically_and_verifies(tmp_path):
