@@ -40,7 +40,7 @@ from appliance.billing import routes as billing_routes
 from appliance.billing import ui_routes as billing_ui_routes
 from appliance.billing.meters import TransferMeter
 from appliance.cloud import routes as cloud_routes
-from appliance.cloud import service as cloud_service
+from appliance.cloud.service import CloudKeys
 from appliance.config import Settings
 from appliance.events import (
     BlobsDropped,
@@ -140,7 +140,7 @@ def subscribe(
 def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
-    cloud_service.configure(secrets.cloud_data_key)
+    cloud_keys = CloudKeys(secrets.cloud_data_key)
     billing_context.configure(settings)
     store = store_for(settings.data_path)
     live_holders = LiveHolders()
@@ -154,7 +154,7 @@ def create_app(settings: Settings) -> Litestar:
     )
     datanodes = DataNodes(fleet, store, live_holders, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
-    coordinator = Coordinator(fleet, settings, store, live_holders, run_logs)
+    coordinator = Coordinator(fleet, settings, store, live_holders, cloud_keys, run_logs)
     subscribe(events, coordinator, datanodes, transfer_meter, reliability)
     background = BackgroundTasks("appliance")
 
@@ -237,6 +237,7 @@ def create_app(settings: Settings) -> Litestar:
                 "datanodes": datanodes,
                 "store": store,
                 "live_holders": live_holders,
+                "cloud_keys": cloud_keys,
                 "coordinator": coordinator,
             }
         ),

@@ -52,7 +52,7 @@ async def _page(
     form: CloudForm | None = None,
     errors: dict[str, str] | None = None,
 ) -> Template:
-    saved = await service.settings_of(request.user.user_id)
+    saved = await service.settings_of(request.app.state.cloud_keys, request.user.user_id)
     if form is None:
         form = (
             CloudForm(
@@ -91,6 +91,7 @@ async def cloud_page(request: Request, settings: NamedDependency[Settings]) -> T
 async def save_cloud_settings(request: Request, data: Form[CloudForm], settings: NamedDependency[Settings]) -> Response:
     try:
         saved = await service.save_settings(
+            request.app.state.cloud_keys,
             request.user.user_id,
             provider=data.provider,
             endpoint_url=data.endpoint_url,
@@ -114,7 +115,7 @@ def _result(request: Request, lines: list[tuple[str, str]]) -> Response:
 
 async def _storage(request: Request) -> tuple[service.CloudStorage | None, str | None]:
     try:
-        storage = await service.storage_for(request.user.user_id)
+        storage = await service.storage_for(request.app.state.cloud_keys, request.user.user_id)
     except service.SecretUnreadable as exc:
         return None, str(exc)
     return storage, None if storage else NOT_SAVED

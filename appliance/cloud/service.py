@@ -5,8 +5,9 @@ boto3 from the account's key); the appliance only signs, checks the settings, re
 back for its download and deletes what a run leaves. GCS is reached through its S3-compatible XML
 API with an HMAC key.
 
-The secret access key is kept encrypted (Fernet, key in secrets.json), decrypted only into a
-:class:`CloudStorage` in memory, never rendered and never logged (``repr`` masks it).
+The secret access key is kept encrypted (Fernet, key in secrets.json: the appliance's one
+:class:`CloudKeys`, built by ``create_app`` and passed to whoever reads the settings), decrypted only
+into a :class:`CloudStorage` in memory, never rendered and never logged (``repr`` masks it).
 """
 
 from __future__ import annotations
@@ -103,38 +104,30 @@ class SettingsView(msgspec.Struct, frozen=True):
 # --- the secret at rest ---------------------------------------------------------------------
 
 
-_cipher: Fernet | None = None
+class CloudKeys:
+    """The appliance's key (``cloud_data_key`` in secrets.json) for every account's secret at rest."""
 
+    def __init__(self, key: str):
+        self._cipher = Fernet(key.encode())
 
-def new_key() -> str:
-    """A fresh encryption key for secrets.json."""
-    return Fernet.generate_key().decode()
+    def encrypt(self, secret: str) -> str:
+        return self._cipher.encrypt(secret.encode()).decode()
 
+    def decrypt(self, token: str) -> str:
+        try:
+            return self._cipher.decrypt(token.encode()).decode()
+        except (InvalidToken, ValueError):
+            raise SecretUnreadable(
+                "The saved secret access key cannot be decrypted with this appliance's key"
+                " (was secrets.json replaced?): enter it again."
+            ) from None
 
-def configure(key: str) -> None:
-    """Use this key (from secrets.json) for the secrets of every account."""
-    global _cipher
-    _cipher = Fernet(key.encode())
-
-
-def _fernet() -> Fernet:
-    if _cipher is None:
-        raise RuntimeError("cloud.service.configure() was not called")
-    return _cipher
-
-
-def _encrypt(secret: str) -> str:
-    return _fernet().encrypt(secret.encode()).decode()
-
-
-def _decrypt(token: str) -> str:
-    try:
-        return _fernet().decrypt(token.encode()).decode()
-    except (InvalidToken, ValueError):
-        raise SecretUnreadable(
-            "The saved secret access key cannot be decrypted with this appliance's key"
-            " (was secrets.json replaced?): enter it again."
-        ) from None
+    def readable(self, token: str) -> bool:
+        try:
+            self.decrypt(token)
+        except SecretUnreadable:
+            return False
+        return True
 
 
 # --- settings -------------------------------------------------------------------------------
@@ -144,15 +137,7 @@ async def _row(account_id: int) -> dict | None:
     return await CloudSettings.select().where(CloudSettings.account == account_id).first()
 
 
-def _readable(token: str) -> bool:
-    try:
-        _decrypt(token)
-    except SecretUnreadable:
-        return False
-    return True
-
-
-async def settings_of(account_id: int) -> SettingsView | None:
+async def settings_of(keys: CloudKeys, account_id: int) -> SettingsView | None:
     row = await _row(account_id)
     if row is None:
         return None
@@ -162,12 +147,13 @@ async def settings_of(account_id: int) -> SettingsView | None:
         region=row["region"],
         bucket=row["bucket"],
         access_key_id=row["access_key_id"],
-        secret_readable=_readable(row["secret_access_key_encrypted"]),
+        secret_readable=keys.readable(row["secret_access_key_encrypted"]),
         updated_at=row["updated_at"],
     )
 
 
 async def save_settings(
+    keys: CloudKeys,
     account_id: int,
     *,
     provider: str,
@@ -192,10 +178,10 @@ async def save_settings(
         token = None
         if secret_access_key.strip():
             try:
-                token = _encrypt(check_secret(secret_access_key))
+                token = keys.encrypt(check_secret(secret_access_key))
             except InvalidSetting as exc:
                 errors[exc.field] = str(exc)
-        elif row is None or not _readable(row["secret_access_key_encrypted"]):
+        elif row is None or not keys.readable(row["secret_access_key_encrypted"]):
             errors["secret_access_key"] = "Enter the secret access key."
         elif settings is not None and settings.access_key_id != row["access_key_id"]:
             errors["secret_access_key"] = "A different access key id needs its secret access key: enter it too."
@@ -219,7 +205,7 @@ async def save_settings(
         else:
             await CloudSettings.update(values).where(CloudSettings.account == account_id)
     log.info("cloud data settings of account %s saved (%s bucket %s)", account_id, settings.provider, settings.bucket)
-    view = await settings_of(account_id)
+    view = await settings_of(keys, account_id)
     assert view is not None
     return view
 
@@ -231,7 +217,7 @@ async def remove_settings(account_id: int) -> bool:
     return bool(removed)
 
 
-async def storage_for(account_id: int) -> CloudStorage | None:
+async def storage_for(keys: CloudKeys, account_id: int) -> CloudStorage | None:
     """The account's bucket with its decrypted credentials, or None when it has none saved.
 
     Raises :class:`SecretUnreadable` when the saved secret cannot be decrypted.
@@ -245,7 +231,7 @@ async def storage_for(account_id: int) -> CloudStorage | None:
         region=row["region"],
         bucket=row["bucket"],
         access_key_id=row["access_key_id"],
-        secret_access_key=_decrypt(row["secret_access_key_encrypted"]),
+        secret_access_key=keys.decrypt(row["secret_access_key_encrypted"]),
     )
 
 

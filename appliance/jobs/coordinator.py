@@ -120,11 +120,20 @@ def _stage_name(execution: RunExecution, stage: int) -> str:
 
 
 class Coordinator:
-    def __init__(self, fleet: Fleet, settings: Settings, store: BlobStore, live: LiveHolders, logs: RunLogs):
+    def __init__(
+        self,
+        fleet: Fleet,
+        settings: Settings,
+        store: BlobStore,
+        live: LiveHolders,
+        cloud_keys: cloud.CloudKeys,
+        logs: RunLogs,
+    ):
         self.fleet = fleet
         self.settings = settings
         self.store = store
         self.live = live
+        self.cloud_keys = cloud_keys
         self.logs = logs
         self.queue: list[Queued] = []
         self.active: dict[int, Active] = {}
@@ -296,7 +305,7 @@ class Coordinator:
         spec = queued.spec
         storage = None
         if spec.storage_type != "pmrfs":
-            storage = await cloud.storage_for(queued.owner_id)
+            storage = await cloud.storage_for(self.cloud_keys, queued.owner_id)
             if storage is None:
                 reason = "storage type s3 needs the account's Cloud Data settings (bucket and keys); none are saved"
                 await self._store_end(queued.run_id, "failed", EndCause.NO_STORAGE, reason, [], [])

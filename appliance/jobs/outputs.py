@@ -14,13 +14,13 @@ from appliance.errors import Unavailable
 from appliance.jobs.tables import Run
 
 
-async def cloud_reader(actor: Actor, run_id: int):
+async def cloud_reader(actor: Actor, run_id: int, keys: cloud.CloudKeys):
     """Reads objects of the run owner's bucket (for s3 runs), with the owner's saved credentials."""
     row = await Run.select(Run.owner).where(Run.id == run_id).first()
     owner = row["owner"] if row else actor.user_id
 
     async def read(key: str) -> bytes:
-        storage = await cloud.storage_for(owner)
+        storage = await cloud.storage_for(keys, owner)
         if storage is None:
             raise Unavailable("The run's output is in a cloud bucket, but the account has no Cloud Data settings now.")
         try:

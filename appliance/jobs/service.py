@@ -220,7 +220,7 @@ async def start_run(
             f"({', '.join(origins) or 'none configured'}); not allowed: {', '.join(refused)}"
         )
     if spec.storage_type != "pmrfs":
-        await _check_cloud_storage(actor, spec, appliance_origin)
+        await _check_cloud_storage(actor, spec, appliance_origin, coordinator.cloud_keys)
     # The run's seed (context.rng) is fixed here, so the spec the workers get names it.
     seed = spec.seed if spec.seed is not None else random.randrange(1 << 31)
     spec = msgspec.structs.replace(spec, seed=seed)
@@ -241,10 +241,10 @@ async def start_run(
     return await get_run(actor, run_id, coordinator)
 
 
-async def _check_cloud_storage(actor: Actor, spec: JobSpec, appliance_origin: str) -> None:
+async def _check_cloud_storage(actor: Actor, spec: JobSpec, appliance_origin: str, keys: cloud.CloudKeys) -> None:
     """An s3/gcs run needs the account's bucket, and the bucket must let worker pages reach it (CORS)."""
     try:
-        storage = await cloud.storage_for(actor.user_id)
+        storage = await cloud.storage_for(keys, actor.user_id)
     except cloud.CloudDataError as exc:
         raise InvalidRequest(str(exc)) from None
     if storage is None:

@@ -303,9 +303,10 @@ async def _output_context(request: Request, run: RunInfo, settings: Settings, gr
     if run.state != "succeeded":
         return context
     actor = _actor(request)
+    state = request.app.state
     try:
         records = service.run_output(
-            actor, run.id, group, request.app.state.store, await cloud_reader(actor, run.id)
+            actor, run.id, group, state.store, await cloud_reader(actor, run.id, state.cloud_keys)
         )
         context["output"] = await views.output_page(records, group, max(1, page_number))
     except NotFound as exc:
@@ -452,9 +453,10 @@ async def run_output(
 async def _download_output(request: Request, run_id: int, group: str, settings: Settings, encode, suffix: str, media):
     actor = _actor(request)
     run = await _run(request, run_id)
+    state = request.app.state
     try:
         records = service.run_output(
-            actor, run_id, group, request.app.state.store, await cloud_reader(actor, run_id)
+            actor, run_id, group, state.store, await cloud_reader(actor, run_id, state.cloud_keys)
         )
         first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
     except NotFound as exc:

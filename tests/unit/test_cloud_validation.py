@@ -98,13 +98,14 @@ def test_secrets_are_printable_without_spaces():
 
 def test_a_new_data_dir_gets_a_fernet_key(tmp_path):
     key = load_or_create_secrets(tmp_path).cloud_data_key
-    service.configure(key)
-    token = service._encrypt("the-secret")
-    assert "the-secret" not in token and service._decrypt(token) == "the-secret"
+    keys = service.CloudKeys(key)
+    token = keys.encrypt("the-secret")
+    assert "the-secret" not in token and keys.decrypt(token) == "the-secret" and keys.readable(token)
     assert Fernet(key.encode()).decrypt(token.encode()) == b"the-secret"
-    service.configure(Fernet.generate_key().decode())
+    other = service.CloudKeys(Fernet.generate_key().decode())
+    assert not other.readable(token)
     with pytest.raises(service.SecretUnreadable, match="enter it again"):
-        service._decrypt(token)
+        other.decrypt(token)
 
 
 def old_secrets_file(data_dir):
