@@ -75,6 +75,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     fetch_origins: str = ""
     # How long a run waits for an idle eligible worker to take over a lost worker's rank.
     job_replacement_grace_seconds: int = 60
+    # A run still queued after this many hours fails with a reason (0: it waits for ever); a run
+    # may ask for another limit (its queueTimeout metadata, in seconds).
+    job_queue_timeout_hours: float = 24.0
+    # While another account's run waits, an account's runs may not start beyond this share of the
+    # connected workers (1: no limit).
+    job_fair_share: float = 1.0
     # The parameter-server values one run may hold in the appliance's memory, all keys together.
     ps_max_bytes_per_run: int = 1024**3
 
@@ -195,5 +201,9 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"fetch_origins: {exc}") from None
     if settings.job_replacement_grace_seconds < 1:
         raise ConfigError("job_replacement_grace_seconds must be at least 1")
+    if settings.job_queue_timeout_hours < 0:
+        raise ConfigError("job_queue_timeout_hours must not be negative")
+    if not 0 < settings.job_fair_share <= 1:
+        raise ConfigError("job_fair_share must be more than 0 and at most 1")
     if settings.replication_factor < 1:
         raise ConfigError("replication_factor must be at least 1")

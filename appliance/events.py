@@ -35,6 +35,7 @@ class EndCause(enum.StrEnum):
     TRANSFER_FAILED = "transfer-failed"  # inputs could not be moved between workers
     OUTPUT_LOST = "output-lost"  # the final output could not be kept
     NO_STORAGE = "no-storage"  # an s3 run of an account without Cloud Data settings
+    QUEUE_TIMEOUT = "queue-timeout"  # it did not start within its queue timeout
     APPLIANCE_RESTART = "appliance-restart"
 
     @property

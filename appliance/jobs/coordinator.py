@@ -5,9 +5,16 @@ outcome, tasks and logs are written when it ends); everything else is in memory 
 the fleet. The hot path (a task finishing, the next one starting) touches no database, so the
 coordinator keeps up with thousands of short tasks a second.
 
-Queue rule: runs start in the order they were queued. A run further back may start only with
-workers that no run ahead of it could use (so a GPU run waiting for WebGPU browsers does not hold
-up CPU runs, and a large run is not starved by small ones).
+Queue rules (in this order, each round):
+- a run queued longer than its queue timeout fails;
+- fair share: while another account's run waits (one that the connected workers could run), an
+  account's runs may not start beyond ``job_fair_share`` of the connected workers;
+- runs start in the order they were queued. A run that the connected workers could run once their
+  current runs end keeps its eligible idle workers: a run further back may start only with workers
+  that no run ahead of it could use (so a GPU run waiting for WebGPU browsers does not hold up CPU
+  runs, and a large run is not starved by small ones). A run asking more eligible workers than
+  are connected keeps none (back-fill): it cannot start anyway, and it gets them first as soon as
+  enough are connected.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import datetime as dt
 import itertools
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import msgspec
@@ -80,6 +88,7 @@ class Queued:
     run_id: int
     owner_id: int
     spec: JobSpec
+    queued_at: dt.datetime
     reason: str = ""
 
 
@@ -115,6 +124,12 @@ class Active:
         return f"peermr/runs/{self.run_id}"
 
 
+def _duration(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds / 60:g} min" if seconds % 60 == 0 else f"{seconds:g} s"
+
+
 def _stage_name(execution: RunExecution, stage: int) -> str:
     return "the input function" if stage == INPUT_STAGE else f"stage {stage + 1} ({execution.kind(stage)})"
 
@@ -132,7 +147,7 @@ class Coordinator:
         self.fleet = fleet
         self.settings = settings
         self.store = store
-        self.live = live
+        self.live_holders = live
         self.cloud_keys = cloud_keys
         self.logs = logs
         self.queue: list[Queued] = []
@@ -171,13 +186,15 @@ class Coordinator:
             ).where(Run.state == "running")
             for row in interrupted:
                 self.logs.add(row["id"], RESTART_REASON, level="error")
-        for row in await Run.select(Run.id, Run.owner, Run.spec).where(Run.state == "queued").order_by(Run.id):
-            self.queue.append(Queued(row["id"], row["owner"], msgspec.json.decode(row["spec"], type=JobSpec)))
+        queued = Run.select(Run.id, Run.owner, Run.spec, Run.queued_at).where(Run.state == "queued").order_by(Run.id)
+        for row in await queued:
+            spec = msgspec.json.decode(row["spec"], type=JobSpec)
+            self.queue.append(Queued(row["id"], row["owner"], spec, row["queued_at"]))
 
     # ------------------------------------------------------------ what the routes call
 
-    def enqueue(self, run_id: int, owner_id: int, spec: JobSpec) -> None:
-        self.queue.append(Queued(run_id, owner_id, spec))
+    def enqueue(self, run_id: int, owner_id: int, spec: JobSpec, queued_at: dt.datetime | None = None) -> None:
+        self.queue.append(Queued(run_id, owner_id, spec, queued_at or now()))
         self.logs.add(run_id, f"queued: needs {selection.needed(spec)} worker(s)")
         self.wake.set()
 
@@ -283,23 +300,62 @@ class Coordinator:
             except Exception:
                 log.exception("scheduling round failed; retrying")
 
+    def capacity(self, spec: JobSpec, owner_id: int) -> tuple[int, int]:
+        """Workers connected (not paused), and how many of them could run this run (busy or idle)."""
+        present = [w for w in self.fleet.workers.values() if not w.paused]
+        return len(present), sum(1 for w in present if selection.eligible(w, spec, owner_id))
+
     async def _start_queued(self) -> None:
-        idle = [w for w in self.fleet.workers.values() if selection.available(w)]
+        await self._expire_queued()
+        present = [w for w in self.fleet.workers.values() if not w.paused]
+        idle = [w for w in present if not w.busy]
+        eligible = {
+            q.run_id: {w.worker_id for w in present if selection.eligible(w, q.spec, q.owner_id)} for q in self.queue
+        }
+        # Accounts with a run waiting that the connected workers could run: fair share holds back the others.
+        waiting = {q.owner_id for q in self.queue if len(eligible[q.run_id]) >= selection.needed(q.spec)}
+        held = Counter(run.owner_id for w in present if (run := self.active.get(w.run_id)) is not None)
+        share = self.settings.job_fair_share
+        limit = int(share * len(present))
         claimed: set[str] = set()
         for queued in list(self.queue):
-            usable = [w for w in idle if selection.eligible(w, queued.spec, queued.owner_id)]
+            need = selection.needed(queued.spec)
+            usable = [w for w in idle if w.worker_id in eligible[queued.run_id]]
             free = [w for w in usable if w.worker_id not in claimed]
-            if len(free) >= selection.needed(queued.spec):
-                chosen = selection.ranked(free)[: selection.needed(queued.spec)]
+            if share < 1 and waiting - {queued.owner_id} and held[queued.owner_id] + need > limit:
+                reason = selection.fair_share_reason(held[queued.owner_id], limit, share, need)
+            elif len(free) >= need:
+                chosen = selection.ranked(free)[:need]
                 self.queue.remove(queued)
-                idle = [w for w in idle if w not in chosen]
+                idle = [w for w in idle if all(w is not c for c in chosen)]
+                held[queued.owner_id] += need
                 await self._begin(queued, chosen)
                 continue
-            reason = selection.wait_reason(queued.spec, len(free), len(usable) - len(free))
+            elif len(eligible[queued.run_id]) >= need:
+                busy = len(eligible[queued.run_id]) - len(usable)
+                reason = selection.wait_reason(queued.spec, len(free), len(usable) - len(free), busy)
+                claimed.update(w.worker_id for w in usable)
+            else:
+                reason = selection.short_reason(queued.spec, len(present), len(eligible[queued.run_id]))
             if reason != queued.reason:
                 queued.reason = reason
                 await Run.update({Run.reason: reason}).where(Run.id == queued.run_id)
-            claimed.update(w.worker_id for w in usable)
+
+    async def _expire_queued(self) -> None:
+        """Fail the runs that waited longer than their queue timeout."""
+        default = self.settings.job_queue_timeout_hours * 3600
+        at = now()
+        for queued in list(self.queue):
+            timeout = queued.spec.queue_timeout if queued.spec.queue_timeout is not None else default
+            if not timeout or (at - queued.queued_at).total_seconds() <= timeout:
+                continue
+            self.queue.remove(queued)
+            reason = f"not started within its queue timeout of {_duration(timeout)}" + (
+                f" ({queued.reason})" if queued.reason else ""
+            )
+            self.logs.add(queued.run_id, reason, level="error")
+            await self.logs.flush()
+            await self._store_end(queued.run_id, "failed", EndCause.QUEUE_TIMEOUT, reason, [], [])
 
     async def _begin(self, queued: Queued, workers: list[Worker]) -> None:
         spec = queued.spec
@@ -646,7 +702,7 @@ class Coordinator:
                     )
         if run.storage is None:
             shas = [r.location for r in rows]
-            restored = set(await namenode.restore_appliance_copies(self.store, shas, self.live))
+            restored = set(await namenode.restore_appliance_copies(self.store, shas, self.live_holders))
             missing = [sha for sha in shas if sha not in restored and not self.store.exists(sha)]
             if missing:
                 raise RuntimeError(f"{len(missing)} output blob(s) could not be copied from the workers")

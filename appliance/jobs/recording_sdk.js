@@ -28,6 +28,7 @@
     'saveIntermediateOutput',
     'seed',
     'staleness',
+    'queueTimeout',
   ];
 
   // Builtins the recorder uses, kept before the job script can replace them.
@@ -262,6 +263,7 @@
         saveIntermediateOutput: {value: true, at: null},
         seed: {value: undefined, at: null},
         staleness: {value: undefined, at: null},
+        queueTimeout: {value: undefined, at: null},
       };
       executions.set(this, {fields, input: null, stages: []});
     }

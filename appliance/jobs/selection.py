@@ -55,9 +55,38 @@ def describe_need(spec: JobSpec, count: int) -> str:
     return what
 
 
-def wait_reason(spec: JobSpec, eligible_now: int, held_back: int = 0) -> str:
-    """Why a queued run has not started, e.g. "needs 8 idle workers with WebGPU, 3 eligible"."""
-    reason = f"needs {describe_need(spec, needed(spec))}, {eligible_now} eligible"
+def capacity_note(spec: JobSpec, connected: int, eligible: int) -> str:
+    """What a run asks against what the fleet has, e.g. "asks 8, 3 connected, 2 eligible with WebGPU";
+    empty when enough eligible workers are connected (busy or not)."""
+    if eligible >= needed(spec):
+        return ""
+    qualifier = describe_need(spec, 0).removeprefix("0 idle workers").strip()
+    return f"asks {needed(spec)}, {connected} connected, {eligible} eligible{' ' + qualifier if qualifier else ''}"
+
+
+def wait_reason(spec: JobSpec, idle_free: int, held_back: int, busy: int) -> str:
+    """Why a queued run that the connected workers could run has not started, and by which rule, e.g.
+    "needs 8 idle workers with WebGPU, 3 eligible idle, 5 eligible busy (queue order: ...)"."""
+    reason = f"needs {describe_need(spec, needed(spec))}, {idle_free} eligible idle"
     if held_back:
         reason += f" ({held_back} more kept for runs queued earlier)"
+    if busy:
+        reason += f", {busy} eligible busy"
+        if not held_back:
+            reason += " (queue order: it gets them first as they free up)"
     return reason
+
+
+def short_reason(spec: JobSpec, connected: int, eligible: int) -> str:
+    """Why a run waits that could not start even if every connected worker were idle."""
+    return (
+        f"{capacity_note(spec, connected, eligible)}: waits for more workers to connect "
+        "(runs queued later may start meanwhile)"
+    )
+
+
+def fair_share_reason(held: int, limit: int, share: float, need: int) -> str:
+    return (
+        f"fair share: the account's runs hold {held} worker(s); {need} more would pass its limit of {limit} "
+        f"({share:.0%} of the connected workers) while another account's run waits"
+    )

@@ -107,6 +107,8 @@ class JobSpec(msgspec.Struct, rename="camel", kw_only=True):
     save_intermediate_output: bool = True
     seed: int | None = None
     staleness: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # Seconds the run may wait in the queue before it fails (None: the appliance's default; 0: no limit).
+    queue_timeout: Annotated[int, msgspec.Meta(ge=0)] | None = None
     input_source: str | None = None
     input_content_type: ContentType = "application/json"
 
@@ -304,6 +306,7 @@ def _spec_from_record(record: dict) -> JobSpec:
     save = _boolean(fields["saveIntermediateOutput"], "saveIntermediateOutput", "saveIntermediateOutput")
     seed = _optional_whole_number(fields["seed"], "seed", "seed", -_MAX_SAFE_INTEGER)
     staleness = _optional_whole_number(fields["staleness"], "staleness", "staleness", 0)
+    queue_timeout = _optional_whole_number(fields["queueTimeout"], "queueTimeout (seconds)", "queueTimeout", 0)
     input_source = None
     input_content_type = "application/json"
     if record["input"] is not None:
@@ -330,6 +333,7 @@ def _spec_from_record(record: dict) -> JobSpec:
         save_intermediate_output=save,
         seed=seed,
         staleness=staleness,
+        queue_timeout=queue_timeout,
         input_source=input_source,
         input_content_type=input_content_type,
         stages=stages,
@@ -359,6 +363,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     }
     fields.setdefault("seed", {"value": None, "at": None})
     fields.setdefault("staleness", {"value": None, "at": None})
+    fields.setdefault("queueTimeout", {"value": None, "at": None})
     record = {
         "startAt": None,
         "fields": fields,

@@ -89,7 +89,7 @@ async def test_a_run_waits_for_enough_workers_and_says_why(appliance, people, ca
     queued = carol.get(run["id"])
     assert queued["state"] == "queued"
     assert queued["queue_position"] == 1
-    assert "needs 3 idle workers, 0 eligible" in queued["reason"]
+    assert "asks 3, 0 connected, 0 eligible: waits for more workers to connect" in queued["reason"]
     workers = await start_workers(appliance.url, cookie_of(people["carol"]), 3)
     try:
         done = await carol.wait(run["id"])
@@ -111,7 +111,7 @@ async def test_gpu_run_waits_with_the_reason_until_cancelled(appliance, people, 
         await asyncio.sleep(1.5)
         waiting = carol.get(run["id"])
         assert waiting["state"] == "queued"
-        assert "needs 1 idle worker with WebGPU, 0 eligible" in waiting["reason"]
+        assert "asks 1, 2 connected, 0 eligible with WebGPU" in waiting["reason"]
         # A CPU run queued behind it is not held up: the GPU run cannot use these workers.
         behind = carol.run(carol.job(job_script(workers=2)))
         assert (await carol.wait(behind["id"]))["state"] == "succeeded"
@@ -161,7 +161,7 @@ async def test_private_run_stays_on_its_accounts_workers(appliance, people, caro
         waiting = carol.run(carol.job(job_script(workers=3)), privateMode=True)
         await asyncio.sleep(1.5)
         reason = carol.get(waiting["id"])["reason"]
-        assert "of the run's own account (private mode), 2 eligible" in reason
+        assert "asks 3, 4 connected, 2 eligible of the run's own account (private mode)" in reason
         carol.http.post(f"/runs/{waiting['id']}/cancel")
     finally:
         for w in mine + theirs:

@@ -1,0 +1,137 @@
+"""The queue never jams: back-fill past runs that cannot start, fair share between accounts,
+queue timeouts, and wait reasons that name the rule (simulated workers, a real appliance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.integration.test_job_scheduling import Api, job_script, token_for
+from tests.sim_workers import SimWorker, cookie_of, start_workers
+from tests.support import Appliance
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory):
+    # Fair share at a half: while another account's run waits, an account's runs may start on
+    # at most half of the connected workers.
+    server = Appliance(tmp_path_factory.mktemp("queue") / "data", env={"PEERMR_JOB_FAIR_SHARE": "0.5"}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def people(appliance):
+    clients = {}
+    for name in ("carol", "dave"):
+        appliance.add_user(f"{name}@example.com", "coordinator", f"{name}-password-1")
+        client = appliance.client()
+        client.login(f"{name}@example.com", f"{name}-password-1")
+        clients[name] = client
+    return clients
+
+
+@pytest.fixture(scope="module")
+def carol(appliance, people):
+    return Api(appliance, token_for(appliance, "carol@example.com"))
+
+
+@pytest.fixture(scope="module")
+def dave(appliance, people):
+    return Api(appliance, token_for(appliance, "dave@example.com"))
+
+
+async def hold(worker: SimWorker, task: dict) -> None:
+    """A task that runs until the test releases it (by closing the worker or the run's end)."""
+    await asyncio.sleep(3600)
+
+
+async def test_a_run_that_cannot_start_does_not_hold_back_one_that_can(appliance, people, carol):
+    workers = await start_workers(appliance.url, cookie_of(people["carol"]), 3)
+    try:
+        impossible = carol.run(carol.job(job_script(workers=4)))
+        await asyncio.sleep(1.5)
+        waiting = carol.get(impossible["id"])
+        assert waiting["state"] == "queued"
+        assert waiting["reason"] == (
+            "asks 4, 3 connected, 3 eligible: waits for more workers to connect (runs queued later may start meanwhile)"
+        )
+        possible = carol.run(carol.job(job_script(workers=3)))
+        assert (await carol.wait(possible["id"]))["state"] == "succeeded"
+        assert carol.get(impossible["id"])["state"] == "queued"
+        # A fourth worker connects: the run at the head starts with it.
+        workers.append(await SimWorker(appliance.url, cookie_of(people["carol"])).start())
+        assert (await carol.wait(impossible["id"]))["state"] == "succeeded"
+    finally:
+        for w in workers:
+            await w.close()
+
+
+async def test_a_head_that_could_run_keeps_its_workers_for_itself(appliance, people, carol):
+    workers = await start_workers(appliance.url, cookie_of(people["carol"]), 4, on_task=hold)
+    try:
+        first = carol.run(carol.job(job_script(workers=2)))  # takes two workers and holds them
+        assert (await carol.wait(first["id"], states=("running",)))["state"] == "running"
+        # Four are connected, so this one could run once the first ends: the idle two are kept for it.
+        head = carol.run(carol.job(job_script(workers=4)))
+        behind = carol.run(carol.job(job_script(workers=1)))
+        await asyncio.sleep(1.5)
+        assert carol.get(head["id"])["reason"] == (
+            "needs 4 idle workers, 2 eligible idle, 2 eligible busy (queue order: it gets them first as they free up)"
+        )
+        assert carol.get(behind["id"])["reason"] == (
+            "needs 1 idle worker, 0 eligible idle (2 more kept for runs queued earlier), 2 eligible busy"
+        )
+        carol.http.post(f"/runs/{first['id']}/cancel")
+        assert (await carol.wait(head["id"], states=("running",)))["state"] == "running"
+        assert carol.get(behind["id"])["state"] == "queued"
+        carol.http.post(f"/runs/{head['id']}/cancel")
+        assert (await carol.wait(behind["id"], states=("running",)))["state"] == "running"
+        carol.http.post(f"/runs/{behind['id']}/cancel")
+    finally:
+        for w in workers:
+            await w.close()
+
+
+async def test_fair_share_lets_another_account_in_while_one_holds_half_the_fleet(appliance, people, carol, dave):
+    workers = await start_workers(appliance.url, cookie_of(people["carol"]), 4, on_task=hold)
+    try:
+        mine = carol.run(carol.job(job_script(workers=2)))
+        await asyncio.sleep(1.5)
+        assert carol.get(mine["id"])["state"] == "running"
+        # Nobody else waits: carol may take more than half of the fleet.
+        second = carol.run(carol.job(job_script(workers=1)))
+        await asyncio.sleep(1.5)
+        assert carol.get(second["id"])["state"] == "running"
+        carol.http.post(f"/runs/{second['id']}/cancel")
+        # Carol's next run could start once hers end and would keep the two idle workers for itself;
+        # with dave waiting, her runs may hold no more than half of the four, so dave's run starts.
+        big = carol.run(carol.job(job_script(workers=3)))
+        small = dave.run(dave.job(job_script(workers=1)))
+        assert (await dave.wait(small["id"], states=("running",)))["state"] == "running"
+        assert carol.get(big["id"])["reason"] == (
+            "fair share: the account's runs hold 2 worker(s); 3 more would pass its limit of 2 "
+            "(50% of the connected workers) while another account's run waits"
+        )
+        for api, run in ((carol, mine), (dave, small)):
+            api.http.post(f"/runs/{run['id']}/cancel")
+        assert (await carol.wait(big["id"], states=("running",)))["state"] == "running"
+        carol.http.post(f"/runs/{big['id']}/cancel")
+    finally:
+        for w in workers:
+            await w.close()
+
+
+async def test_a_run_that_waits_past_its_queue_timeout_fails_with_the_reason(appliance, people, carol):
+    run = carol.run(carol.job(job_script(workers=2, queueTimeout=2)))
+    failed = await carol.wait(run["id"], timeout=30)
+    assert failed["state"] == "failed"
+    assert failed["reason"] == (
+        "not started within its queue timeout of 2 s (asks 2, 0 connected, 0 eligible: waits for more workers to "
+        "connect (runs queued later may start meanwhile))"
+    )
+    # The run dialog's and the API's override wins over the script's.
+    other = carol.run(carol.job(job_script(workers=2, queueTimeout=3600)), queueTimeout=1)
+    assert (await carol.wait(other["id"], timeout=30))["state"] == "failed"
