@@ -19,6 +19,7 @@ from piccolo.query.functions.aggregate import Sum
 from appliance.billing import periods
 from appliance.billing.tables import ClosedPeriod, UsageEntry
 from appliance.clock import now
+from appliance.errors import InvalidRequest
 
 
 class Resource(msgspec.Struct, frozen=True):
@@ -46,8 +47,8 @@ SIDES = (CONSUMER, PROVIDER)
 Side = Literal["consumer", "provider"]
 
 
-class LedgerError(ValueError):
-    pass
+class LedgerError(InvalidRequest):
+    """An entry the ledger does not accept (400)."""
 
 
 class Entry(msgspec.Struct, frozen=True):

@@ -7,12 +7,13 @@ import re
 from zoneinfo import ZoneInfo
 
 from appliance.billing import context
+from appliance.errors import InvalidRequest
 
 PERIOD_RE = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 
 
-class PeriodError(ValueError):
-    pass
+class PeriodError(InvalidRequest):
+    """Not a period like 2026-05 (400)."""
 
 
 def parse(period: str) -> tuple[int, int]:

@@ -23,14 +23,15 @@ import msgspec
 from appliance.billing import ledger, periods
 from appliance.billing.tables import Price
 from appliance.clock import now
+from appliance.errors import InvalidRequest
 
 DEFAULT_CURRENCY = "usd"
 CURRENCY_RE = re.compile(r"^[a-z]{3}$")
 MAX_RATE = Decimal(10) ** 12
 
 
-class PriceError(ValueError):
-    pass
+class PriceError(InvalidRequest):
+    """A price the appliance does not accept (400); the message says why."""
 
 
 class PriceInfo(msgspec.Struct, frozen=True):

@@ -42,6 +42,7 @@ from appliance.billing.tables import (
     UsageEntry,
 )
 from appliance.clock import now
+from appliance.errors import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,8 @@ PENDING, SENT, FAILED, NOTHING_DUE, OFFLINE, AWAITING = (
 _lock = asyncio.Lock()
 
 
-class BillingError(ValueError):
-    pass
+class BillingError(Conflict):
+    """What the ledger's state does not allow now (409): closing a month that is not over, retrying what was sent."""
 
 
 def invoice_key(account: int, period: str) -> str:

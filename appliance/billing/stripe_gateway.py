@@ -14,13 +14,14 @@ import json
 import stripe
 
 from appliance.billing import context
+from appliance.errors import Unavailable
 
 # Stripe's list pages hold at most 100 objects.
 PAGE = 100
 
 
-class StripeUnavailable(RuntimeError):
-    """Stripe is not configured (no API key), or the call failed; the message says which."""
+class StripeUnavailable(Unavailable):
+    """Stripe is not configured (no API key), or the call failed (503); the message says which."""
 
 
 def _meta(obj, name: str) -> str:

@@ -29,6 +29,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from appliance.clock import now
 from appliance.cloud.tables import CloudSettings
 from appliance.cloud.validation import PROVIDER_NAMES, InvalidSetting, InvalidSettings, check_secret, clean
+from appliance.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -43,16 +44,19 @@ CORS_MAX_AGE = 3600
 CORS_CHECK_KEY = ".peermr-cors-check"
 
 
-class CloudDataError(Exception):
-    """A bucket operation failed; the message is meant for people (no secrets in it)."""
+class CloudDataError(Unavailable):
+    """A bucket operation failed (503); the message is meant for people (no secrets in it)."""
 
 
 class SecretUnreadable(CloudDataError):
-    """The saved secret cannot be decrypted with this appliance's key (secrets.json was replaced)."""
+    """The saved secret cannot be decrypted with this appliance's key (secrets.json was replaced): the
+    account must enter it again (400)."""
+
+    status = 400
 
 
 class ObjectNotFound(CloudDataError):
-    pass
+    status = 404
 
 
 class CloudStorage(msgspec.Struct, frozen=True):

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from appliance.errors import InvalidRequest
+
 PROVIDERS = ("s3", "gcs")
 PROVIDER_NAMES = {"s3": "Amazon S3 or an S3-compatible server", "gcs": "Google Cloud Storage"}
 GCS_ENDPOINT = "https://storage.googleapis.com"
@@ -35,20 +37,21 @@ MAX_SECRET = 256
 MAX_ENDPOINT = 2048
 
 
-class InvalidSetting(ValueError):
-    """A field the Cloud Data page does not accept; ``field`` names it, the message says why."""
+class InvalidSetting(InvalidRequest):
+    """A field the Cloud Data page does not accept (400); ``field`` names it, the message says why."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
 
 
-class InvalidSettings(ValueError):
-    """One or more fields refused: ``errors`` maps each field to its message."""
+class InvalidSettings(InvalidRequest):
+    """One or more fields refused (400): ``errors`` (also in ``extra``) maps each field to its message."""
 
     def __init__(self, errors: dict[str, str]):
         super().__init__(" ".join(errors.values()))
         self.errors = errors
+        self.extra = {"errors": errors}
 
 
 class CleanSettings(msgspec.Struct, frozen=True):

@@ -243,10 +243,7 @@ async def start_run(
 
 async def _check_cloud_storage(actor: Actor, spec: JobSpec, appliance_origin: str, keys: cloud.CloudKeys) -> None:
     """An s3/gcs run needs the account's bucket, and the bucket must let worker pages reach it (CORS)."""
-    try:
-        storage = await cloud.storage_for(keys, actor.user_id)
-    except cloud.CloudDataError as exc:
-        raise InvalidRequest(str(exc)) from None
+    storage = await cloud.storage_for(keys, actor.user_id)  # SecretUnreadable: 400
     if storage is None:
         raise InvalidRequest(
             f"Storage type {spec.storage_type} needs your bucket's settings: save them on the Cloud Data page first."

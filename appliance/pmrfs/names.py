@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from appliance.errors import InvalidRequest
+
 BUCKET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_KEY_BYTES = 1024
 MAX_BUCKETS_PER_ACCOUNT = 20
@@ -17,8 +19,8 @@ def runs_bucket_name(account_id: int) -> str:
     return f"{RESERVED_PREFIX}runs-{account_id}"
 
 
-class InvalidName(ValueError):
-    """A bucket name or object key PMRFS does not accept; the message says why."""
+class InvalidName(InvalidRequest):
+    """A bucket name or object key PMRFS does not accept (400); the message says why."""
 
 
 def check_bucket_name(name: str) -> str:

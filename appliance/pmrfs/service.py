@@ -27,7 +27,7 @@ from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, TooL
 from appliance.pmrfs import namenode
 from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore
 from appliance.pmrfs.namenode import APPLIANCE, LiveHolders, ReplicaInfo, chunks, serving
-from appliance.pmrfs.names import MAX_BUCKETS_PER_ACCOUNT, InvalidName, check_bucket_name, check_key, runs_bucket_name
+from appliance.pmrfs.names import MAX_BUCKETS_PER_ACCOUNT, check_bucket_name, check_key, runs_bucket_name
 from appliance.pmrfs.tables import Blob, Bucket, ObjectBlob, Replica, StoredObject
 
 log = logging.getLogger(__name__)
@@ -87,13 +87,6 @@ def _object_not_found(bucket: str, key: str) -> NotFound:
     return NotFound(f"Object {bucket}/{key} not found.")
 
 
-def _key(key: str) -> str:
-    try:
-        return check_key(key)
-    except InvalidName as exc:
-        raise InvalidRequest(str(exc)) from None
-
-
 def _content_type(value: str | None) -> str:
     value = (value or "").strip() or DEFAULT_CONTENT_TYPE
     if len(value) > MAX_CONTENT_TYPE or not value.isprintable():
@@ -150,10 +143,7 @@ async def _bucket_infos(rows: list[dict]) -> list[BucketInfo]:
 
 
 async def create_bucket(actor: Actor, name: str, private: bool = True) -> BucketInfo:
-    try:
-        check_bucket_name(name)
-    except InvalidName as exc:
-        raise InvalidRequest(str(exc)) from None
+    check_bucket_name(name)
     if not actor.is_coordinator:
         raise Forbidden("Worker accounts cannot create buckets.")
     async with Bucket._meta.db.transaction():
@@ -289,7 +279,7 @@ async def commit_object(
     actor: Actor, bucket: str, key: str, ingest: Ingest, *, content_type: str | None, pinned: bool
 ) -> ObjectInfo:
     """Record an ingested upload as ``bucket/key``, replacing any object of that key."""
-    key = _key(key)
+    key = check_key(key)
     content_type = _content_type(content_type)
     replaced = False
     async with Bucket._meta.db.transaction():
@@ -344,7 +334,7 @@ async def record_browser_object(
     The bucket is made on first use and is private, so the blobs only ever move to the owner's browsers.
     A pinned object's blobs are then copied to the appliance (``restore_appliance_copies``).
     """
-    key = _key(key)
+    key = check_key(key)
     name = runs_bucket_name(owner_id)
     sizes = dict(blobs)
     t = now()
@@ -390,7 +380,7 @@ async def check_upload(actor: Actor, bucket: str, key: str | None, declared_size
     """Refuse an upload before reading its body: unknown bucket, bad key, announced size over the limit."""
     await _bucket_row(actor, bucket)
     if key is not None:
-        _key(key)
+        check_key(key)
     if declared_size is not None and declared_size > max_bytes:
         raise TooLarge(f"The upload is larger than the limit of {max_bytes} bytes; nothing was stored.")
 
@@ -470,7 +460,7 @@ async def list_objects(actor: Actor, bucket: str, live: LiveHolders, prefix: str
 
 
 async def object_status(actor: Actor, bucket: str, key: str, live: LiveHolders) -> ObjectStatus:
-    key = _key(key)
+    key = check_key(key)
     obj = await _object_row(actor, bucket, key)
     blobs = (await _object_blobs([obj["id"]]))[obj["id"]]
     replicas = await namenode.replicas_by_blob([b for b, _, _ in blobs])
@@ -498,7 +488,7 @@ async def open_object(
     Unavailable (503) when some blob has no replica that can deliver it now. A blob that turns
     out missing or corrupt while streaming ends the stream early (the client sees a short body).
     """
-    key = _key(key)
+    key = check_key(key)
     obj = await _object_row(actor, bucket, key)
     blobs = (await _object_blobs([obj["id"]]))[obj["id"]]
     replicas = await namenode.replicas_by_blob([b for b, _, _ in blobs])
@@ -542,7 +532,7 @@ async def _stream_blobs(store: BlobStore, shas: list[str], live: LiveHolders) ->
 
 
 async def delete_object(actor: Actor, bucket: str, key: str, store: BlobStore) -> None:
-    key = _key(key)
+    key = check_key(key)
     async with Bucket._meta.db.transaction():
         obj = await _object_row(actor, bucket, key)
         await StoredObject.delete().where(StoredObject.id == obj["id"])
@@ -553,7 +543,7 @@ async def set_pinned(
     actor: Actor, bucket: str, key: str, pinned: bool, store: BlobStore, live: LiveHolders
 ) -> ObjectInfo:
     """Pin (keep the appliance copy) or unpin (let it go once browsers hold the replication factor)."""
-    key = _key(key)
+    key = check_key(key)
     async with Bucket._meta.db.transaction():
         obj = await _object_row(actor, bucket, key)
         await StoredObject.update({StoredObject.pinned: pinned}).where(StoredObject.id == obj["id"])

@@ -22,7 +22,7 @@ from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.pmrfs import service
 from appliance.pmrfs.api_routes import object_key
-from appliance.pmrfs.names import InvalidName, check_key
+from appliance.pmrfs.names import check_key
 from appliance.web.errors import CSRF_FAILURE
 from appliance.web.formatting import human_bytes
 from appliance.web.rendering import is_htmx, page, redirect
@@ -251,10 +251,7 @@ class FormUpload:
             raise InvalidRequest("Choose a file to upload.")
         self.filename = segment.filename
         self.content_type = segment.content_type
-        try:
-            check_key(self.key)
-        except InvalidName as exc:
-            raise InvalidRequest(str(exc)) from None
+        check_key(self.key)
 
     @property
     def key(self) -> str:

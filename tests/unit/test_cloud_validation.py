@@ -10,7 +10,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from appliance.cloud import service
-from appliance.cloud.validation import InvalidSettings, check_secret, clean
+from appliance.cloud.validation import InvalidSetting, InvalidSettings, check_secret, clean
 from appliance.secret_keys import load_or_create_secrets
 
 
@@ -92,7 +92,7 @@ def test_every_refused_field_gets_its_message_at_once():
 def test_secrets_are_printable_without_spaces():
     assert check_secret("  wJalrXUtnFEMI/K7MDENG+bPxRfiCY  \n") == "wJalrXUtnFEMI/K7MDENG+bPxRfiCY"
     for bad in ("two words", "tab\there", "x" * 257, "é"):
-        with pytest.raises(ValueError, match="printable characters without spaces"):
+        with pytest.raises(InvalidSetting, match="printable characters without spaces"):
             check_secret(bad)
 
 
