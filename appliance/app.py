@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 
 from litestar import Litestar, Router
@@ -33,11 +34,11 @@ from appliance.accounts.auth import (
     access_guard,
 )
 from appliance.background import BackgroundTasks
-from appliance.billing import context as billing_context
 from appliance.billing import housekeeping as billing_housekeeping
 from appliance.billing import meters as billing_meters
 from appliance.billing import routes as billing_routes
 from appliance.billing import ui_routes as billing_ui_routes
+from appliance.billing.context import BillingContext
 from appliance.billing.meters import TransferMeter
 from appliance.cloud import routes as cloud_routes
 from appliance.cloud.service import CloudKeys
@@ -133,7 +134,7 @@ def subscribe(
     events.subscribe(TransferFinished, meter.transfer_finished)
     events.subscribe(TransferFinished, datanodes.transfer_finished)
     events.subscribe(TaskMessage, coordinator.task_message)
-    events.subscribe(RunEnded, billing_meters.run_ended)
+    events.subscribe(RunEnded, functools.partial(billing_meters.run_ended, tz=meter.tz))  # the appliance's zone
     events.subscribe(RunEnded, reliability.run_ended)
 
 
@@ -141,16 +142,17 @@ def create_app(settings: Settings) -> Litestar:
     secrets = load_or_create_secrets(settings.data_path, settings.turn_secret)
     engine = db.configure(settings)
     cloud_keys = CloudKeys(secrets.cloud_data_key)
-    billing_context.configure(settings)
+    billing = BillingContext.from_settings(settings)
     store = store_for(settings.data_path)
     live_holders = LiveHolders()
     turn = TurnService(settings, secrets.turn_secret)
     events = EventHub()
     fleet = Fleet(events)
-    transfer_meter = TransferMeter()
+    transfer_meter = TransferMeter(billing.tz)
     reliability = Reliability(fleet)
     scheduler = create_scheduler(
-        [*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store), *billing_housekeeping.jobs(fleet)], settings.timezone
+        [*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store), *billing_housekeeping.jobs(fleet, billing)],
+        settings.timezone,
     )
     datanodes = DataNodes(fleet, store, live_holders, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
@@ -176,7 +178,7 @@ def create_app(settings: Settings) -> Litestar:
         run_logs.start()
         await coordinator.start()
         scheduler.start()
-        background.spawn(billing_housekeeping.catch_up())
+        background.spawn(billing_housekeeping.catch_up(billing))
 
     async def stop_services() -> None:
         if scheduler.running:
@@ -238,6 +240,7 @@ def create_app(settings: Settings) -> Litestar:
                 "store": store,
                 "live_holders": live_holders,
                 "cloud_keys": cloud_keys,
+                "billing": billing,
                 "coordinator": coordinator,
             }
         ),

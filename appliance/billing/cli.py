@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import TYPE_CHECKING
 
 from appliance.billing import periods
+
+if TYPE_CHECKING:
+    from appliance.billing.context import BillingContext
 
 
 def add_parser(sub) -> None:
@@ -23,15 +27,15 @@ def add_parser(sub) -> None:
     bill.set_defaults(func=cmd_bill)
 
 
-async def _bill(args: argparse.Namespace) -> str:
+async def _bill(args: argparse.Namespace, billing: BillingContext) -> str:
     from appliance.accounts import users
     from appliance.billing import service, settlement
     from appliance.billing.ledger import CONSUMER, RESOURCES
 
-    result = await settlement.close_period(args.period, dry_run=args.dry_run)
+    result = await settlement.close_period(billing, args.period, dry_run=args.dry_run)
     report = None
     if not args.dry_run:
-        report = await settlement.settle(args.period)
+        report = await settlement.settle(billing, args.period)
     if args.csv:
         return await service.statements_csv(args.period, found=result.statements)
     lines = []
@@ -66,7 +70,7 @@ async def _bill(args: argparse.Namespace) -> str:
 
 def cmd_bill(args: argparse.Namespace) -> None:
     from appliance import db
-    from appliance.billing import context
+    from appliance.billing.context import BillingContext
     from appliance.billing.settlement import BillingError
     from appliance.cli import CommandError, _settings
 
@@ -76,11 +80,11 @@ def cmd_bill(args: argparse.Namespace) -> None:
         raise CommandError(str(exc)) from exc
     settings = _settings(args)
     db.configure(settings)
-    context.configure(settings)
+    billing = BillingContext.from_settings(settings)
 
     async def run() -> str:
         await db.migrate()
-        return await _bill(args)
+        return await _bill(args, billing)
 
     try:
         print(asyncio.run(run()))

@@ -1,30 +1,39 @@
 """Billing's view of the settings: the appliance time zone (periods are its calendar months) and Stripe.
 
-``configure(settings)`` is called once by the app and by ``peermr bill``; until then billing works in
-UTC without Stripe, which is what the unit tests of the ledger use.
+One ``BillingContext`` per process, built from the settings by ``create_app`` (the routes read
+``app.state.billing``; the jobs get it at construction) and by ``peermr bill``; billing functions take
+it, or just its ``tz``, from their caller.
 """
 
 from __future__ import annotations
 
+import asyncio
 from zoneinfo import ZoneInfo
 
+from appliance.billing.stripe_gateway import StripeGateway, StripeUnavailable
 from appliance.config import Settings
 
-_settings: Settings | None = None
 
+class BillingContext:
+    def __init__(self, tz: ZoneInfo, gateway: StripeGateway | None = None):
+        self.tz = tz
+        # None when Stripe is not configured (no PEERMR_STRIPE_API_KEY).
+        self.gateway = gateway
+        # One settlement at a time: sending invoices and payouts, retrying one.
+        self.settling = asyncio.Lock()
 
-def configure(settings: Settings) -> None:
-    global _settings
-    _settings = settings
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BillingContext:
+        gateway = None
+        if settings.stripe_api_key:
+            gateway = StripeGateway(settings.stripe_api_key, settings.stripe_api_base)
+        return cls(ZoneInfo(settings.timezone), gateway)
 
+    @property
+    def stripe_enabled(self) -> bool:
+        return self.gateway is not None
 
-def settings() -> Settings:
-    return _settings if _settings is not None else Settings()
-
-
-def timezone() -> ZoneInfo:
-    return ZoneInfo(settings().timezone)
-
-
-def stripe_enabled() -> bool:
-    return bool(settings().stripe_api_key)
+    def require_gateway(self) -> StripeGateway:
+        if self.gateway is None:
+            raise StripeUnavailable("Stripe is not configured: set PEERMR_STRIPE_API_KEY")
+        return self.gateway

@@ -12,6 +12,7 @@ import datetime as dt
 from collections import defaultdict
 from decimal import Decimal
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 import msgspec
 from piccolo.query.functions.aggregate import Sum
@@ -85,9 +86,9 @@ async def closed_periods() -> set[str]:
     return {r["period"] for r in await ClosedPeriod.select(ClosedPeriod.period)}
 
 
-def period_for(at: dt.datetime, closed: set[str]) -> str:
+def period_for(at: dt.datetime, closed: set[str], tz: ZoneInfo) -> str:
     """The period an entry at ``at`` counts in: its own, or the first open one after it when that is closed."""
-    period = periods.of(at)
+    period = periods.of(at, tz)
     while period in closed:
         period = periods.following(period)
     return period
@@ -100,8 +101,10 @@ async def lock_ledger(shared: bool) -> None:
         await UsageEntry.raw(f"SELECT {function}(7261001)")
 
 
-async def record(entries: list[Entry]) -> int:
-    """Append entries; a source already in the ledger is skipped. Returns how many rows were added."""
+async def record(entries: list[Entry], tz: ZoneInfo) -> int:
+    """Append entries; a source already in the ledger is skipped. Returns how many rows were added.
+
+    ``tz``: the appliance time zone, whose months are the periods."""
     entries = [e for e in entries if e.quantity != 0]
     for entry in entries:
         _check(entry)
@@ -122,7 +125,7 @@ async def record(entries: list[Entry]) -> int:
                     quantity=e.quantity,
                     run=e.run,
                     at=e.at.astimezone(dt.UTC),
-                    period=period_for(e.at, closed),
+                    period=period_for(e.at, closed, tz),
                     recorded_at=stamp,
                 )
                 for e in entries[start : start + 200]
@@ -169,14 +172,14 @@ async def sums(period: str, account: int, side: str = CONSUMER) -> dict[str, int
     return {name: found.get(name, 0) for name in RESOURCES}
 
 
-async def daily(period: str, account: int, side: str = CONSUMER) -> list[tuple[dt.date, dict[str, int]]]:
+async def daily(period: str, account: int, side: str, tz: ZoneInfo) -> list[tuple[dt.date, dict[str, int]]]:
     """Per local day of the period (every day up to today, or the whole month): resource -> quantity."""
     rows = await UsageEntry.select(UsageEntry.resource, UsageEntry.quantity, UsageEntry.at).where(
         (UsageEntry.period == periods.check(period)) & (UsageEntry.account == account) & (UsageEntry.side == side)
     )
-    start, end = periods.bounds(period)
-    first = periods.local_date(start)
-    last = periods.local_date(min(end, now()) - dt.timedelta(microseconds=1))
+    end = periods.bounds(period, tz)[1]
+    first = periods.days(period)[0]
+    last = periods.local_date(min(end, now()) - dt.timedelta(microseconds=1), tz)
     days: dict[dt.date, dict[str, int]] = defaultdict(lambda: dict.fromkeys(RESOURCES, 0))
     day = first
     while day <= last:
@@ -184,7 +187,7 @@ async def daily(period: str, account: int, side: str = CONSUMER) -> list[tuple[d
         day += dt.timedelta(days=1)
     for r in rows:
         # Late entries (from before the period) count on its first day.
-        day = max(periods.local_date(r["at"]), first)
+        day = max(periods.local_date(r["at"], tz), first)
         days[day][r["resource"]] += int(r["quantity"])
     return sorted(days.items())
 

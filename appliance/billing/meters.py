@@ -34,6 +34,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Mapping
+from zoneinfo import ZoneInfo
 
 import msgspec
 
@@ -88,18 +89,25 @@ def run_entries(
 
 
 async def meter_run(
-    run_id: int, owner: int, tasks: list[TaskUsage], *, private: bool, gpu: bool, at: dt.datetime | None = None
+    run_id: int,
+    owner: int,
+    tasks: list[TaskUsage],
+    *,
+    private: bool,
+    gpu: bool,
+    tz: ZoneInfo,
+    at: dt.datetime | None = None,
 ) -> int:
     """Meter a run that ended (any outcome: completed attempts were work done). Idempotent per run."""
-    return await ledger.record(run_entries(run_id, owner, tasks, private=private, gpu=gpu, at=at or now()))
+    return await ledger.record(run_entries(run_id, owner, tasks, private=private, gpu=gpu, at=at or now()), tz)
 
 
-async def run_ended(event: RunEnded) -> None:
-    """The ``RunEnded`` subscriber: every attempt ran on a worker that held a rank, so ``accounts`` knows
-    its account."""
+async def run_ended(event: RunEnded, tz: ZoneInfo) -> None:
+    """The ``RunEnded`` subscriber (with the appliance time zone bound): every attempt ran on a worker that
+    held a rank, so ``accounts`` knows its account."""
     tasks = [TaskUsage(a.worker_id, event.accounts.get(a.worker_id), a.state, a.cpu_ms) for a in event.attempts]
     try:
-        await meter_run(event.run_id, event.owner, tasks, private=event.private, gpu=event.gpu)
+        await meter_run(event.run_id, event.owner, tasks, private=event.private, gpu=event.gpu, tz=tz)
     except Exception:
         log.exception("run %s: could not record its usage for billing", event.run_id)
 
@@ -125,7 +133,8 @@ def transfer_entries(transfer, at: dt.datetime) -> list[Entry]:
 class TransferMeter:
     """Meters each finished transfer once both ends reported (or the grace ran out)."""
 
-    def __init__(self, grace: float = REPORT_GRACE_SECONDS):
+    def __init__(self, tz: ZoneInfo, grace: float = REPORT_GRACE_SECONDS):
+        self.tz = tz
         self.grace = grace
         self.pending = BackgroundTasks("transfer meter")
         self.stopping = False
@@ -141,7 +150,7 @@ class TransferMeter:
         while len(transfer.reported) < 2 and not self.stopping and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.2)
         try:
-            await ledger.record(transfer_entries(transfer, now()))
+            await ledger.record(transfer_entries(transfer, now()), self.tz)
         except Exception:
             log.exception("could not meter transfer %s", transfer.id)
 
@@ -173,9 +182,9 @@ async def storage_entries(live: Mapping[str, int], at: dt.datetime | None = None
     return entries
 
 
-async def sample_storage(live: Mapping[str, int], at: dt.datetime | None = None) -> int:
+async def sample_storage(live: Mapping[str, int], tz: ZoneInfo, at: dt.datetime | None = None) -> int:
     """Record one hour of storage: ``live`` maps the connected workers' ids to their accounts."""
-    return await ledger.record(await storage_entries(live, at))
+    return await ledger.record(await storage_entries(live, at), tz)
 
 
 # ------------------------------------------------------------------ TURN relay
@@ -187,15 +196,15 @@ async def _run_owner(run: str | None) -> int | None:
     return await jobs.run_owner(int(run))
 
 
-async def _turn_since() -> dt.datetime | None:
+async def _turn_since(tz: ZoneInfo) -> dt.datetime | None:
     """Allocations last written before the latest closed period ended were swept when it closed."""
     latest = await ClosedPeriod.select(ClosedPeriod.period).order_by(ClosedPeriod.period, ascending=False).first()
-    return periods.bounds(latest["period"])[1] if latest else None
+    return periods.bounds(latest["period"], tz)[1] if latest else None
 
 
-async def turn_entries() -> tuple[list[Entry], dict[str, int]]:
+async def turn_entries(tz: ZoneInfo) -> tuple[list[Entry], dict[str, int]]:
     """Entries for relayed bytes not in the ledger yet, and each allocation's new cursor."""
-    rows = await metering.allocation_totals(since=await _turn_since())
+    rows = await metering.allocation_totals(since=await _turn_since(tz))
     if not rows:
         return [], {}
     cursors: dict[str, int] = {}
@@ -226,13 +235,13 @@ def _int(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-async def sweep_turn() -> int:
+async def sweep_turn(tz: ZoneInfo) -> int:
     """Record relayed bytes since the last sweep (idempotent: the cumulative count names each entry)."""
-    entries, moved = await turn_entries()
+    entries, moved = await turn_entries(tz)
     if not entries:
         return 0
     async with UsageEntry._meta.db.transaction():
-        added = await ledger.record(entries)
+        added = await ledger.record(entries, tz)
         for allocation_id, metered in moved.items():
             await TurnCursor.insert(TurnCursor(allocation_id=allocation_id, metered=metered)).on_conflict(
                 target=TurnCursor.allocation_id, action="DO UPDATE", values=[TurnCursor.metered]

@@ -1,4 +1,6 @@
-"""Billing periods: calendar months ("YYYY-MM") in the appliance's time zone."""
+"""Billing periods: calendar months ("YYYY-MM") in the appliance's time zone.
+
+The functions that need that zone take it (``BillingContext.tz``) from their caller."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import datetime as dt
 import re
 from zoneinfo import ZoneInfo
 
-from appliance.billing import context
 from appliance.errors import InvalidRequest
 
 PERIOD_RE = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
@@ -28,21 +29,23 @@ def check(period: str) -> str:
     return period
 
 
-def _tz(tz: ZoneInfo | None) -> ZoneInfo:
-    return tz or context.timezone()
-
-
-def bounds(period: str, tz: ZoneInfo | None = None) -> tuple[dt.datetime, dt.datetime]:
+def bounds(period: str, tz: ZoneInfo) -> tuple[dt.datetime, dt.datetime]:
     """[start, end) of the period in UTC: local midnight of the 1st to local midnight of the next 1st."""
     year, month = parse(period)
-    zone = _tz(tz)
-    start = dt.datetime(year, month, 1, tzinfo=zone)
-    end = dt.datetime(year + month // 12, month % 12 + 1, 1, tzinfo=zone)
+    start = dt.datetime(year, month, 1, tzinfo=tz)
+    end = dt.datetime(year + month // 12, month % 12 + 1, 1, tzinfo=tz)
     return start.astimezone(dt.UTC), end.astimezone(dt.UTC)
 
 
-def of(at: dt.datetime, tz: ZoneInfo | None = None) -> str:
-    local = at.astimezone(_tz(tz))
+def days(period: str) -> tuple[dt.date, dt.date]:
+    """The first and the last day of the period (its local days, in any time zone)."""
+    year, month = parse(period)
+    first = dt.date(year, month, 1)
+    return first, dt.date(year + month // 12, month % 12 + 1, 1) - dt.timedelta(days=1)
+
+
+def of(at: dt.datetime, tz: ZoneInfo) -> str:
+    local = at.astimezone(tz)
     return f"{local.year:04d}-{local.month:02d}"
 
 
@@ -66,10 +69,10 @@ def between(first: str, last: str) -> list[str]:
     return out
 
 
-def local_date(at: dt.datetime, tz: ZoneInfo | None = None) -> dt.date:
-    return at.astimezone(_tz(tz)).date()
+def local_date(at: dt.datetime, tz: ZoneInfo) -> dt.date:
+    return at.astimezone(tz).date()
 
 
-def day_start(day: dt.date, tz: ZoneInfo | None = None) -> dt.datetime:
+def day_start(day: dt.date, tz: ZoneInfo) -> dt.datetime:
     """Local midnight starting ``day``, in UTC."""
-    return dt.datetime(day.year, day.month, day.day, tzinfo=_tz(tz)).astimezone(dt.UTC)
+    return dt.datetime(day.year, day.month, day.day, tzinfo=tz).astimezone(dt.UTC)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from zoneinfo import ZoneInfo
 
 import msgspec
 
@@ -96,9 +97,9 @@ def applicable(prices: list[PriceInfo], resource: str, day: dt.date) -> PriceInf
     return found
 
 
-async def current(day: dt.date | None = None) -> dict[str, PriceInfo | None]:
-    """resource -> the price in force on ``day`` (today in the appliance time zone by default)."""
-    day = day or periods.local_date(now())
+async def current(tz: ZoneInfo, day: dt.date | None = None) -> dict[str, PriceInfo | None]:
+    """resource -> the price in force on ``day`` (today in the appliance time zone ``tz`` by default)."""
+    day = day or periods.local_date(now(), tz)
     prices = await history()
     return {name: applicable(prices, name, day) for name in ledger.RESOURCES}
 
@@ -109,6 +110,7 @@ async def set_price(
     provider_rate: str | Decimal,
     effective_from: dt.date | None = None,
     *,
+    tz: ZoneInfo,
     currency: str | None = None,
     by: int | None = None,
 ) -> PriceInfo:
@@ -116,7 +118,7 @@ async def set_price(
     if resource not in ledger.RESOURCES:
         raise PriceError(f"unknown resource {resource!r}")
     consumer, provider = parse_rate(consumer_rate), parse_rate(provider_rate)
-    day = effective_from or periods.local_date(now())
+    day = effective_from or periods.local_date(now(), tz)
     closed = await ledger.closed_periods()
     if closed and f"{day.year:04d}-{day.month:02d}" <= max(closed):
         first_open = periods.following(max(closed))

@@ -38,7 +38,7 @@ async def stripe_webhook(request: Request) -> Response:
     except ValueError as exc:
         log.warning("refused a Stripe webhook: %s", exc)
         return Response({"error": "invalid signature"}, status_code=400)
-    outcome = await settlement.apply_event(event)
+    outcome = await settlement.apply_event(request.app.state.billing, event)
     log.info("Stripe event %s (%s): %s", event.get("id", ""), event["type"], outcome)
     return Response({"received": True, "outcome": outcome}, status_code=200)
 

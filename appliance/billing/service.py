@@ -2,6 +2,7 @@
 
 Usage and estimates of the open month come straight from the ledger priced with today's prices;
 closed months come from their stored statements. Money is in integer minor units of ``currency``.
+``tz`` is the appliance time zone (``BillingContext.tz``), whose months are the periods.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+from zoneinfo import ZoneInfo
 
 import msgspec
 
@@ -97,37 +99,37 @@ def format_money(amount: int, currency: str) -> str:
     return f"{sign}{abs(amount) // 100:,}.{abs(amount) % 100:02d} {currency.upper()}"
 
 
-def current_period() -> str:
+def current_period(tz: ZoneInfo) -> str:
     """This month in the appliance time zone ("YYYY-MM")."""
-    return periods.of(now())
+    return periods.of(now(), tz)
 
 
-async def usage(account: int, period: str | None = None, side: str = CONSUMER) -> dict[str, int]:
+async def usage(tz: ZoneInfo, account: int, period: str | None = None, side: str = CONSUMER) -> dict[str, int]:
     """resource -> quantity (ledger units) an account used (consumer) or provided (provider) in a period."""
-    return await ledger.sums(period or current_period(), account, side)
+    return await ledger.sums(period or current_period(tz), account, side)
 
 
 async def usage_by_day(
-    account: int, period: str | None = None, side: str = CONSUMER
+    tz: ZoneInfo, account: int, period: str | None = None, side: str = CONSUMER
 ) -> list[tuple[dt.date, dict[str, int]]]:
     """The chart's data: per local day of the period (up to today), resource -> quantity."""
-    return await ledger.daily(period or current_period(), account, side)
+    return await ledger.daily(period or current_period(tz), account, side, tz)
 
 
-async def all_usage(period: str | None = None) -> list[UsageTotal]:
+async def all_usage(tz: ZoneInfo, period: str | None = None) -> list[UsageTotal]:
     """Every account's totals per resource and side in a period (the admin's view)."""
-    return await ledger.totals(period or current_period())
+    return await ledger.totals(period or current_period(tz))
 
 
-async def estimate(account: int, period: str | None = None, kind: str = CONSUMER) -> StatementInfo:
+async def estimate(tz: ZoneInfo, account: int, period: str | None = None, kind: str = CONSUMER) -> StatementInfo:
     """The account's statement for a period as it stands: the bill so far (consumer) or earnings (provider).
 
     For a closed period this is the stored statement."""
-    period = period or current_period()
+    period = period or current_period(tz)
     if await settlement.is_closed(period):
         found = await statements.stored(period, account=account, kind=kind)
     else:
-        found = [s for s in await statements.compute(period, account=account) if s.kind == kind]
+        found = [s for s in await statements.compute(period, tz, account=account) if s.kind == kind]
     if found:
         return found[0]
     return StatementInfo(account, period, kind, await prices.currency_code(), [], 0)
@@ -144,8 +146,8 @@ async def statement(statement_id: int) -> StatementInfo | None:
     return await statements.get(statement_id)
 
 
-async def current_prices() -> dict[str, PriceInfo | None]:
-    return await prices.current()
+async def current_prices(tz: ZoneInfo) -> dict[str, PriceInfo | None]:
+    return await prices.current(tz)
 
 
 async def price_history(resource: str | None = None) -> list[PriceInfo]:

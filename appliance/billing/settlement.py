@@ -24,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from zoneinfo import ZoneInfo
 
 import msgspec
 
-from appliance.billing import context, ledger, meters, periods, statements
+from appliance.billing import ledger, meters, periods, statements
+from appliance.billing.context import BillingContext
 from appliance.billing.ledger import CONSUMER, RESOURCES
 from appliance.billing.statements import StatementInfo
-from appliance.billing.stripe_gateway import StripeGateway, StripeUnavailable, gateway, require_gateway
+from appliance.billing.stripe_gateway import StripeGateway, StripeUnavailable
 from appliance.billing.tables import (
     ClosedPeriod,
     ConnectedAccount,
@@ -54,7 +56,6 @@ PENDING, SENT, FAILED, NOTHING_DUE, OFFLINE, AWAITING = (
     "offline",
     "awaiting-onboarding",
 )
-_lock = asyncio.Lock()
 
 
 class BillingError(Conflict):
@@ -84,33 +85,36 @@ async def is_closed(period: str) -> bool:
     return await ClosedPeriod.exists().where(ClosedPeriod.period == periods.check(period))
 
 
-async def close_period(period: str, *, dry_run: bool = False, at: dt.datetime | None = None) -> CloseResult:
+async def close_period(
+    billing: BillingContext, period: str, *, dry_run: bool = False, at: dt.datetime | None = None
+) -> CloseResult:
     """Close ``period`` (it must be over). Idempotent: a closed period returns its stored statements."""
-    start, end = periods.bounds(periods.check(period))
+    tz = billing.tz
+    end = periods.bounds(periods.check(period), tz)[1]
     if (at or now()) < end:
-        raise BillingError(f"{period} is not over yet: it can be closed from {end.astimezone(context.timezone())}")
+        raise BillingError(f"{period} is not over yet: it can be closed from {end.astimezone(tz)}")
     if await is_closed(period):
         return CloseResult(period, False, dry_run, await statements.stored(period))
     if dry_run:
-        extra, _ = await meters.turn_entries()
+        extra, _ = await meters.turn_entries(tz)
         closed = await ledger.closed_periods()
-        extra = [e for e in extra if ledger.period_for(e.at, closed) == period]
-        return CloseResult(period, False, True, await statements.compute(period, extra=extra))
-    await meters.sweep_turn()
+        extra = [e for e in extra if ledger.period_for(e.at, closed, tz) == period]
+        return CloseResult(period, False, True, await statements.compute(period, tz, extra=extra))
+    await meters.sweep_turn(tz)
     async with UsageEntry._meta.db.transaction():
         await ledger.lock_ledger(shared=False)
         if await is_closed(period):
             closed_now = False
         else:
             await ClosedPeriod.insert(ClosedPeriod(period=period, closed_at=now()))
-            for draft in await statements.compute(period):
-                await _store(draft)
+            for draft in await statements.compute(period, tz):
+                await _store(draft, billing.stripe_enabled)
             closed_now = True
     log.info("billing period %s %s", period, "closed" if closed_now else "was already closed")
     return CloseResult(period, closed_now, False, await statements.stored(period))
 
 
-async def _store(draft: StatementInfo) -> None:
+async def _store(draft: StatementInfo, stripe_enabled: bool) -> None:
     stamp = now()
     row = Statement(
         slot=f"{draft.kind}:{draft.account}:{draft.period}",
@@ -136,7 +140,7 @@ async def _store(draft: StatementInfo) -> None:
             for i, line in enumerate(draft.lines)
         )
     )
-    state = NOTHING_DUE if draft.total <= 0 else PENDING if context.stripe_enabled() else OFFLINE
+    state = NOTHING_DUE if draft.total <= 0 else PENDING if stripe_enabled else OFFLINE
     common = {
         "statement": row.id,
         "account": draft.account,
@@ -152,23 +156,23 @@ async def _store(draft: StatementInfo) -> None:
         await Payout.insert(Payout(key=payout_key(draft.account, draft.period), **common))
 
 
-async def due_periods(at: dt.datetime | None = None) -> list[str]:
+async def due_periods(tz: ZoneInfo, at: dt.datetime | None = None) -> list[str]:
     """Periods that are over, not closed, and from the first with usage on (months the appliance missed)."""
     first = await ledger.first_period()
     if first is None:
         return []
     closed = await ledger.closed_periods()
-    last = periods.preceding(periods.of(at or now()))
+    last = periods.preceding(periods.of(at or now(), tz))
     return [p for p in periods.between(first, last) if p not in closed]
 
 
-async def close_due(at: dt.datetime | None = None) -> list[str]:
+async def close_due(billing: BillingContext, at: dt.datetime | None = None) -> list[str]:
     """The monthly job (and the catch-up at start): close every period that is due, then settle."""
     closed = []
-    for period in await due_periods(at):
-        await close_period(period, at=at)
+    for period in await due_periods(billing.tz, at):
+        await close_period(billing, period, at=at)
         closed.append(period)
-    await settle()
+    await settle(billing)
     return closed
 
 
@@ -182,13 +186,13 @@ class SettleReport(msgspec.Struct):
     awaiting_onboarding: int = 0
 
 
-async def settle(period: str | None = None) -> SettleReport:
+async def settle(billing: BillingContext, period: str | None = None) -> SettleReport:
     """Send pending invoices and payouts (and payouts waiting for onboarding) to Stripe."""
     report = SettleReport()
-    found = gateway()
+    found = billing.gateway
     if found is None:
         return report
-    async with _lock:
+    async with billing.settling:
         query = Invoice.select(Invoice.id).where(Invoice.state == PENDING)
         if period is not None:
             query = query.where(Invoice.period == period)
@@ -289,7 +293,7 @@ async def _payable_account(stripe: StripeGateway, account: int) -> str | None:
     if row is None:
         return None
     if not row["payouts_enabled"]:
-        info = await refresh_connected_account(account, stripe)
+        info = await refresh_connected_account(stripe, account)
         if info is None or not info.payouts_enabled:
             return None
     return row["stripe_id"]
@@ -316,10 +320,10 @@ async def _send_payout(stripe: StripeGateway, payout_id: int) -> str:
         return FAILED
 
 
-async def retry_invoice(invoice_id: int) -> bool:
+async def retry_invoice(billing: BillingContext, invoice_id: int) -> bool:
     """Send a failed (or offline) invoice again; True when Stripe has it now."""
-    stripe = require_gateway()
-    async with _lock:
+    stripe = billing.require_gateway()
+    async with billing.settling:
         row = await Invoice.select(Invoice.state).where(Invoice.id == invoice_id).first()
         if row is None:
             raise BillingError(f"no invoice {invoice_id}")
@@ -329,10 +333,10 @@ async def retry_invoice(invoice_id: int) -> bool:
         return await _send_invoice(stripe, invoice_id)
 
 
-async def retry_payout(payout_id: int) -> str:
+async def retry_payout(billing: BillingContext, payout_id: int) -> str:
     """Send a failed (or offline, or waiting) payout again; returns its new state."""
-    stripe = require_gateway()
-    async with _lock:
+    stripe = billing.require_gateway()
+    async with billing.settling:
         row = await Payout.select(Payout.state).where(Payout.id == payout_id).first()
         if row is None:
             raise BillingError(f"no payout {payout_id}")
@@ -359,9 +363,8 @@ async def connected_account(account: int) -> ConnectedAccountInfo | None:
     return ConnectedAccountInfo(account, row["stripe_id"], row["details_submitted"], row["payouts_enabled"])
 
 
-async def onboarding_link(account: int, return_url: str, refresh_url: str) -> str:
+async def onboarding_link(stripe: StripeGateway, account: int, return_url: str, refresh_url: str) -> str:
     """A Stripe-hosted onboarding URL for a worker account (its Express account is created once)."""
-    stripe = require_gateway()
     found = await connected_account(account)
     if found is None:
         stripe_id = await stripe.create_connected_account(account, await _email(account) or "")
@@ -372,9 +375,8 @@ async def onboarding_link(account: int, return_url: str, refresh_url: str) -> st
     return await stripe.account_link(found.stripe_id, return_url, refresh_url)
 
 
-async def refresh_connected_account(account: int, stripe: StripeGateway | None = None) -> ConnectedAccountInfo | None:
+async def refresh_connected_account(stripe: StripeGateway, account: int) -> ConnectedAccountInfo | None:
     """Ask Stripe whether the account finished onboarding (the return URL's page calls this too)."""
-    stripe = stripe or require_gateway()
     row = await ConnectedAccount.select(ConnectedAccount.stripe_id).where(ConnectedAccount.account == account).first()
     if row is None:
         return None
@@ -398,7 +400,7 @@ async def _set_connected_status(stripe_id: str, details_submitted: bool, payouts
 # ------------------------------------------------------------------ webhook events
 
 
-async def apply_event(event) -> str:
+async def apply_event(billing: BillingContext, event) -> str:
     """Update invoice, payout or connected-account status from a verified Stripe event; says what changed."""
     kind = event.get("type", "")
     obj = (event.get("data") or {}).get("object") or {}
@@ -431,14 +433,14 @@ async def apply_event(event) -> str:
             obj["id"], bool(obj.get("details_submitted")), bool(obj.get("payouts_enabled"))
         )
         if account is not None and obj.get("payouts_enabled"):
-            asyncio.get_running_loop().create_task(_settle_quietly())
+            asyncio.get_running_loop().create_task(_settle_quietly(billing))
         return f"connected account {obj['id']}: payouts {'enabled' if obj.get('payouts_enabled') else 'not enabled'}"
     return "ignored"
 
 
-async def _settle_quietly() -> None:
+async def _settle_quietly(billing: BillingContext) -> None:
     try:
-        await settle()
+        await settle(billing)
     except Exception:
         log.exception("settling after an onboarding failed")
 

@@ -12,6 +12,7 @@ import datetime as dt
 from collections import defaultdict
 from decimal import Decimal
 from itertools import pairwise
+from zoneinfo import ZoneInfo
 
 import msgspec
 
@@ -49,24 +50,26 @@ class StatementInfo(msgspec.Struct, frozen=True):
     created_at: dt.datetime | None = None
 
 
-def _price_edges(period: str, history: list[PriceInfo]) -> list[tuple[dt.datetime | None, dt.datetime | None, dt.date]]:
+def _price_edges(
+    period: str, history: list[PriceInfo], tz: ZoneInfo
+) -> list[tuple[dt.datetime | None, dt.datetime | None, dt.date]]:
     """The period cut where a price starts inside it: (from, to, local day whose prices apply)."""
-    start, end = periods.bounds(period)
-    first_day = periods.local_date(start)
-    last_day = periods.local_date(end - dt.timedelta(microseconds=1))
+    first_day, last_day = periods.days(period)
     cuts = sorted({p.effective_from for p in history if first_day < p.effective_from <= last_day})
-    edges: list[dt.datetime | None] = [None, *(periods.day_start(d) for d in cuts), None]
+    edges: list[dt.datetime | None] = [None, *(periods.day_start(d, tz) for d in cuts), None]
     days = [first_day, *cuts]
     return [(lo, hi, day) for (lo, hi), day in zip(pairwise(edges), days, strict=True)]
 
 
-async def compute(period: str, *, account: int | None = None, extra: list[Entry] | None = None) -> list[StatementInfo]:
+async def compute(
+    period: str, tz: ZoneInfo, *, account: int | None = None, extra: list[Entry] | None = None
+) -> list[StatementInfo]:
     """Statements of ``period`` from the ledger as it is now (plus ``extra`` entries not recorded yet)."""
     history = await prices.history()
     currency = await prices.currency_code()
     sums: dict[tuple[int, str, str, int | None], int] = defaultdict(int)
     rates: dict[int | None, PriceInfo | None] = {None: None}
-    for lo, hi, day in _price_edges(period, history):
+    for lo, hi, day in _price_edges(period, history, tz):
         for total in await ledger.totals(period, account=account, start=lo, end=hi):
             price = prices.applicable(history, total.resource, day)
             rates[price.id if price else None] = price

@@ -13,7 +13,6 @@ import json
 
 import stripe
 
-from appliance.billing import context
 from appliance.errors import Unavailable
 
 # Stripe's list pages hold at most 100 objects.
@@ -151,29 +150,6 @@ class StripeGateway:
             },
             options={"idempotency_key": key},
         )
-
-
-_gateway: StripeGateway | None = None
-_gateway_for: tuple[str, str] | None = None
-
-
-def gateway() -> StripeGateway | None:
-    """The gateway for the configured key, or None when Stripe is not configured."""
-    global _gateway, _gateway_for
-    settings = context.settings()
-    if not settings.stripe_api_key:
-        return None
-    wanted = (settings.stripe_api_key, settings.stripe_api_base)
-    if _gateway is None or _gateway_for != wanted:
-        _gateway, _gateway_for = StripeGateway(*wanted), wanted
-    return _gateway
-
-
-def require_gateway() -> StripeGateway:
-    found = gateway()
-    if found is None:
-        raise StripeUnavailable("Stripe is not configured: set PEERMR_STRIPE_API_KEY")
-    return found
 
 
 def verify_event(payload: bytes, signature: str | None, secret: str, tolerance: int = 300) -> dict:

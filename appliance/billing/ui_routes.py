@@ -26,7 +26,8 @@ from litestar.response import Redirect, Response, Template
 from appliance.accounts import users
 from appliance.accounts.auth import ADMIN, COORDINATOR, USER, access
 from appliance.accounts.forms import Form
-from appliance.billing import context, periods, prices, service, settlement, views
+from appliance.billing import periods, prices, service, settlement, views
+from appliance.billing.context import BillingContext
 from appliance.billing.ledger import CONSUMER, PROVIDER, RESOURCES
 from appliance.billing.service import BillingError, PriceError, StripeUnavailable
 from appliance.billing.statements import StatementInfo
@@ -58,9 +59,13 @@ STATE_LABELS = {
 RETRYABLE = ("failed", "pending", "offline", "awaiting-onboarding")
 
 
-def _period(value: str) -> str:
+def _billing(request: Request) -> BillingContext:
+    return request.app.state.billing
+
+
+def _period(request: Request, value: str) -> str:
     """A month from the query string: a valid one no later than this month, else this month."""
-    current = service.current_period()
+    current = service.current_period(_billing(request).tz)
     try:
         period = periods.check(value) if value else current
     except periods.PeriodError:
@@ -68,11 +73,11 @@ def _period(value: str) -> str:
     return period if period <= current else current
 
 
-def _today() -> dt.date:
-    return periods.local_date(now())
+def _today(request: Request) -> dt.date:
+    return periods.local_date(now(), _billing(request).tz)
 
 
-def _common() -> dict:
+def _common(request: Request) -> dict:
     return {
         "money": service.format_money,
         "rate": views.format_rate,
@@ -81,7 +86,7 @@ def _common() -> dict:
         "in_units": views.in_price_units,
         "exact": views.exact_quantity,
         "state_label": lambda state: STATE_LABELS.get(state, state),
-        "stripe": context.stripe_enabled(),
+        "stripe": _billing(request).stripe_enabled,
         "resources": RESOURCES,
     }
 
@@ -89,19 +94,22 @@ def _common() -> dict:
 # -- coordinator: Billing -------------------------------------------------------------------------
 
 
-async def _usage_context(account: int, period: str, side: str) -> dict:
-    usage = await service.usage(account, period, side)
-    estimate = await service.estimate(account, period, side)
-    current = await service.current_prices() if period == service.current_period() else {}
-    daily = await service.usage_by_day(account, period, side)
+async def _usage_context(request: Request, period: str, side: str) -> dict:
+    tz = _billing(request).tz
+    account = request.user.user_id
+    usage = await service.usage(tz, account, period, side)
+    estimate = await service.estimate(tz, account, period, side)
+    is_current = period == service.current_period(tz)
+    current = await service.current_prices(tz) if is_current else {}
+    daily = await service.usage_by_day(tz, account, period, side)
     return {
         "period": period,
-        "is_current": period == service.current_period(),
+        "is_current": is_current,
         "closed": await settlement.is_closed(period),
-        "months": await views.periods_with_usage(account, side),
+        "months": await views.periods_with_usage(tz, account, side),
         "rows": views.usage_rows(usage, estimate, current),
         "estimate": estimate,
-        "chart": views.usage_chart(period, daily, _today()),
+        "chart": views.usage_chart(period, daily, _today(request)),
         "daily": [(day, values) for day, values in daily if any(values.values())],
         "side": side,
     }
@@ -110,10 +118,10 @@ async def _usage_context(account: int, period: str, side: str) -> dict:
 @get(BILLING, opt=access(COORDINATOR), include_in_schema=False)
 async def billing_page(request: Request, period: FromQuery[str] = "") -> Template:
     account = request.user.user_id
-    usage = await _usage_context(account, _period(period), CONSUMER)
+    usage = await _usage_context(request, _period(request, period), CONSUMER)
     if is_htmx(request) and request.headers.get("hx-target") == "usage":
-        return page(request, "billing/_usage.html", usage=usage, base=BILLING, **_common())
-    earned = await service.estimate(account, kind=PROVIDER)
+        return page(request, "billing/_usage.html", usage=usage, base=BILLING, **_common(request))
+    earned = await service.estimate(_billing(request).tz, account, kind=PROVIDER)
     return page(
         request,
         "billing/billing.html",
@@ -122,7 +130,7 @@ async def billing_page(request: Request, period: FromQuery[str] = "") -> Templat
         invoices=await service.invoices(account),
         earned=earned,
         has_payouts=bool(await service.payouts(account)),
-        **_common(),
+        **_common(request),
     )
 
 
@@ -136,7 +144,7 @@ async def _statement(request: Request, statement_id: int) -> StatementInfo:
     return found
 
 
-async def _statement_context(found: StatementInfo) -> dict:
+async def _statement_context(request: Request, found: StatementInfo) -> dict:
     account = await users.get(found.account)
     if found.kind == CONSUMER:
         settled = (await service.invoices(found.account, found.period)) or [None]
@@ -147,7 +155,7 @@ async def _statement_context(found: StatementInfo) -> dict:
         "email": account.email if account else f"deleted account {found.account}",
         "settled": settled[0],
         "title": "Invoice statement" if found.kind == CONSUMER else "Payout statement",
-        **_common(),
+        **_common(request),
     }
 
 
@@ -167,14 +175,14 @@ async def statement_page(request: Request, statement_id: FromPath[int]) -> Templ
         back = ADMIN_BILLING  # an admin looking at someone's statement
     else:
         back = BILLING if found.kind == CONSUMER else PAYMENTS
-    return page(request, "billing/statement.html", back=back, **await _statement_context(found))
+    return page(request, "billing/statement.html", back=back, **await _statement_context(request, found))
 
 
 @get(f"{STATEMENTS}/{{statement_id:int}}/statement.html", opt=access(USER), include_in_schema=False)
 async def statement_html(request: Request, statement_id: FromPath[int]) -> Template:
     """The statement as a standalone HTML file (no stylesheet, no script), to keep or send."""
     found = await _statement(request, statement_id)
-    response = page(request, "billing/statement_file.html", **await _statement_context(found))
+    response = page(request, "billing/statement_file.html", **await _statement_context(request, found))
     response.headers.update(_attachment(f"{_statement_name(found)}.html"))
     return response
 
@@ -192,9 +200,9 @@ async def statement_csv(request: Request, statement_id: FromPath[int]) -> Respon
 @get(PAYMENTS, opt=access(USER), include_in_schema=False)
 async def payments_page(request: Request, period: FromQuery[str] = "") -> Template:
     account = request.user.user_id
-    usage = await _usage_context(account, _period(period), PROVIDER)
+    usage = await _usage_context(request, _period(request, period), PROVIDER)
     if is_htmx(request) and request.headers.get("hx-target") == "usage":
-        return page(request, "billing/_usage.html", usage=usage, base=PAYMENTS, **_common())
+        return page(request, "billing/_usage.html", usage=usage, base=PAYMENTS, **_common(request))
     return page(
         request,
         "billing/payments.html",
@@ -203,7 +211,7 @@ async def payments_page(request: Request, period: FromQuery[str] = "") -> Templa
         connected=await service.connected_account(account),
         payouts=await service.payouts(account),
         browsers=await reliability.scores(account),
-        **_common(),
+        **_common(request),
     )
 
 
@@ -214,12 +222,14 @@ def _urls(settings: Settings) -> tuple[str, str]:
 
 async def _onboarding_url(request: Request, settings: Settings) -> str:
     return_url, refresh_url = _urls(settings)
-    return await service.onboarding_link(request.user.user_id, return_url, refresh_url)
+    return await service.onboarding_link(
+        _billing(request).require_gateway(), request.user.user_id, return_url, refresh_url
+    )
 
 
 @post(f"{PAYMENTS}/onboard", opt=access(USER), include_in_schema=False)
 async def start_onboarding(request: Request, settings: NamedDependency[Settings]) -> Response:
-    if not context.stripe_enabled():
+    if not _billing(request).stripe_enabled:
         return redirect(PAYMENTS, NOT_CONFIGURED, "info")
     try:
         url = await _onboarding_url(request, settings)
@@ -233,10 +243,10 @@ async def start_onboarding(request: Request, settings: NamedDependency[Settings]
 @get(ONBOARDING_RETURN, opt=access(USER), include_in_schema=False)
 async def onboarding_return(request: Request) -> Redirect:
     """Stripe sends the browser here when the worker left onboarding (finished or not)."""
-    if not context.stripe_enabled():
+    if not _billing(request).stripe_enabled:
         return redirect(PAYMENTS, NOT_CONFIGURED, "info")
     try:
-        found = await service.refresh_connected_account(request.user.user_id)
+        found = await service.refresh_connected_account(_billing(request).require_gateway(), request.user.user_id)
     except Exception as exc:
         return redirect(PAYMENTS, f"Stripe could not be asked about your account: {exc}", "error")
     if found is None:
@@ -249,7 +259,7 @@ async def onboarding_return(request: Request) -> Redirect:
 @get(ONBOARDING_REFRESH, opt=access(USER), include_in_schema=False)
 async def onboarding_refresh(request: Request, settings: NamedDependency[Settings]) -> Redirect:
     """Stripe sends the browser here when an onboarding link expired: a new link, straight back to Stripe."""
-    if not context.stripe_enabled():
+    if not _billing(request).stripe_enabled:
         return redirect(PAYMENTS, NOT_CONFIGURED, "info")
     try:
         url = await _onboarding_url(request, settings)
@@ -269,15 +279,16 @@ class PriceForm(msgspec.Struct):
     currency: str = ""
 
 
-async def _admin_context(period: str) -> dict:
-    totals = await service.all_usage(period)
-    found = await views.period_statements(period)
+async def _admin_context(request: Request, period: str) -> dict:
+    tz = _billing(request).tz
+    totals = await service.all_usage(tz, period)
+    found = await views.period_statements(period, tz)
     people = {a.id: a.email for a in await users.list_all()}
     return {
         "period": period,
-        "months": await views.periods_with_usage(),
+        "months": await views.periods_with_usage(tz),
         "currency": await prices.currency_code(),
-        "current_prices": await service.current_prices(),
+        "current_prices": await service.current_prices(tz),
         "history": list(reversed(await service.price_history())),
         "accounts": await views.accounts_overview(period, totals, found),
         "closed": await settlement.is_closed(period),
@@ -285,16 +296,18 @@ async def _admin_context(period: str) -> dict:
         "payouts": await service.payouts(),
         "emails": people,
         "retryable": RETRYABLE,
-        **_common(),
+        **_common(request),
     }
 
 
 async def _admin_page(
     request: Request, period: str, *, status_code: int = 200, form: PriceForm | None = None, errors=None
 ) -> Template:
-    context_ = await _admin_context(period)
+    context_ = await _admin_context(request, period)
     if form is None:
-        form = PriceForm(resource="cpu_ms", effective_from=_today().isoformat(), currency=context_["currency"].upper())
+        form = PriceForm(
+            resource="cpu_ms", effective_from=_today(request).isoformat(), currency=context_["currency"].upper()
+        )
     return page(
         request,
         "billing/admin.html",
@@ -308,37 +321,37 @@ async def _admin_page(
 
 @get(ADMIN_BILLING, opt=access(ADMIN), include_in_schema=False)
 async def admin_billing(request: Request, period: FromQuery[str] = "") -> Template:
-    return await _admin_page(request, _period(period))
+    return await _admin_page(request, _period(request, period))
 
 
 @post(f"{ADMIN_BILLING}/prices", opt=access(ADMIN), include_in_schema=False)
 async def set_price(request: Request, data: Form[PriceForm]) -> Response:
     currency = data.currency or await prices.currency_code()
     parsed, errors = views.parse_price_form(
-        data.resource, data.consumer_rate, data.provider_rate, data.effective_from, currency, _today()
+        data.resource, data.consumer_rate, data.provider_rate, data.effective_from, currency, _today(request)
     )
+    this_month = service.current_period(_billing(request).tz)
     if parsed is None:
-        return await _admin_page(request, service.current_period(), status_code=400, form=data, errors=errors)
+        return await _admin_page(request, this_month, status_code=400, form=data, errors=errors)
     try:
         saved = await service.set_price(
             parsed.resource,
             parsed.consumer_rate,
             parsed.provider_rate,
             parsed.effective_from,
+            tz=_billing(request).tz,
             currency=parsed.currency,
             by=request.user.user_id,
         )
     except PriceError as exc:
-        return await _admin_page(
-            request, service.current_period(), status_code=400, form=data, errors={"form": str(exc)}
-        )
+        return await _admin_page(request, this_month, status_code=400, form=data, errors={"form": str(exc)})
     label = RESOURCES[saved.resource].label
     return redirect(ADMIN_BILLING, f"{label}: new price from {saved.effective_from.isoformat()}.")
 
 
-async def _retry(kind: str, item_id: int, retry) -> Redirect:
+async def _retry(request: Request, kind: str, item_id: int, retry) -> Redirect:
     try:
-        outcome = await retry(item_id)
+        outcome = await retry(_billing(request), item_id)
     except StripeUnavailable as exc:
         return redirect(ADMIN_BILLING, f"Cannot retry {kind} {item_id}: {exc}.", "error")
     except BillingError as exc:
@@ -351,20 +364,20 @@ async def _retry(kind: str, item_id: int, retry) -> Redirect:
 
 
 @post(f"{ADMIN_BILLING}/invoices/{{invoice_id:int}}/retry", opt=access(ADMIN), include_in_schema=False)
-async def retry_invoice(invoice_id: FromPath[int]) -> Redirect:
-    return await _retry("invoice", invoice_id, service.retry_invoice)
+async def retry_invoice(request: Request, invoice_id: FromPath[int]) -> Redirect:
+    return await _retry(request, "invoice", invoice_id, service.retry_invoice)
 
 
 @post(f"{ADMIN_BILLING}/payouts/{{payout_id:int}}/retry", opt=access(ADMIN), include_in_schema=False)
-async def retry_payout(payout_id: FromPath[int]) -> Redirect:
-    return await _retry("payout", payout_id, service.retry_payout)
+async def retry_payout(request: Request, payout_id: FromPath[int]) -> Redirect:
+    return await _retry(request, "payout", payout_id, service.retry_payout)
 
 
 @get(f"{ADMIN_BILLING}/statements.csv", opt=access(ADMIN), include_in_schema=False)
-async def export_csv(period: FromQuery[str] = "") -> Response:
+async def export_csv(request: Request, period: FromQuery[str] = "") -> Response:
     """Every account's statements of a month, one row per line: as stored once closed, as they stand before."""
-    month = _period(period)
-    found = await views.period_statements(month)
+    month = _period(request, period)
+    found = await views.period_statements(month, _billing(request).tz)
     body = await service.statements_csv(month, found=found)
     return Response(body, media_type="text/csv; charset=utf-8", headers=_attachment(f"peermr-statements-{month}.csv"))
 

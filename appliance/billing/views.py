@@ -12,6 +12,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from zoneinfo import ZoneInfo
 
 from piccolo.query.functions.aggregate import Count
 
@@ -219,9 +220,7 @@ class UsageChart:
 
 def month_days(period: str) -> list[dt.date]:
     """Every local day of the period."""
-    start, end = periods.bounds(period)
-    first = periods.local_date(start)
-    last = periods.local_date(end - dt.timedelta(microseconds=1))
+    first, last = periods.days(period)
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
@@ -269,7 +268,7 @@ def usage_chart(period: str, daily: list[tuple[dt.date, dict[str, int]]], today:
 # -- read queries the service does not have ------------------------------------------------------
 
 
-async def periods_with_usage(account: int | None = None, side: str | None = None) -> list[str]:
+async def periods_with_usage(tz: ZoneInfo, account: int | None = None, side: str | None = None) -> list[str]:
     """Months with ledger entries (of one account and side, or anyone's), newest first, this month included."""
     query = UsageEntry.select(UsageEntry.period, Count(UsageEntry.id).as_alias("n")).group_by(UsageEntry.period)
     if account is not None:
@@ -277,15 +276,15 @@ async def periods_with_usage(account: int | None = None, side: str | None = None
     if side is not None:
         query = query.where(UsageEntry.side == side)
     rows = await query
-    found = {r["period"] for r in rows} | {service.current_period()}
+    found = {r["period"] for r in rows} | {service.current_period(tz)}
     return sorted(found, reverse=True)
 
 
-async def period_statements(period: str) -> list[StatementInfo]:
+async def period_statements(period: str, tz: ZoneInfo) -> list[StatementInfo]:
     """Every account's statements of a period: as stored once it closed, as they stand before."""
     if await settlement.is_closed(period):
         return await statements.stored(period)
-    return await statements.compute(period)
+    return await statements.compute(period, tz)
 
 
 # -- the admin's overview -------------------------------------------------------------------------

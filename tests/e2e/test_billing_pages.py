@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from appliance.billing import periods
 from appliance.billing.views import month_days, month_label
-from tests.integration.test_billing_pages import account_id, run_python
+from tests.integration.test_billing_pages import UTC, account_id, run_python
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +36,7 @@ def usage(appliance: Appliance):
     appliance.add_user("wes@example.com", "worker", PASSWORD)
     cora, wes = account_id(appliance, "cora@example.com"), account_id(appliance, "wes@example.com")
     now = dt.datetime.now(dt.UTC)
-    start = periods.bounds(periods.of(now))[0]
+    start = periods.bounds(periods.of(now, UTC), UTC)[0]
     # Usage on up to four days of this month so far (the 1st, 3rd, 6th and 10th, those that have come).
     days = sorted({start + dt.timedelta(days=d, hours=1) for d in (0, 2, 5, 9) if start + dt.timedelta(days=d) <= now})
     entries = []
@@ -47,7 +47,7 @@ def usage(appliance: Appliance):
             f"Entry({wes}, 'cpu_ms', 'provider', {(i + 1) * HOUR}, 'e2e:paid:{i}', at{i})",
         ]
     # And one earning of the worker's last month, so its Payments page has two months to choose from.
-    earlier = periods.bounds(periods.preceding(periods.of(now)))[0] + dt.timedelta(days=3)
+    earlier = periods.bounds(periods.preceding(periods.of(now, UTC)), UTC)[0] + dt.timedelta(days=3)
     days_and_earlier = [*days, earlier]
     entries.append(f"Entry({wes}, 'cpu_ms', 'provider', {HOUR}, 'e2e:paid:earlier', at{len(days)})")
     times = "\n".join(f"at{i} = dt.datetime.fromisoformat({at.isoformat()!r})" for i, at in enumerate(days_and_earlier))
@@ -55,10 +55,10 @@ def usage(appliance: Appliance):
         appliance,
         f"""
         from appliance.billing import prices
-        await prices.set_price("cpu_ms", "60", "40", dt.date(2026, 1, 1))
-        await prices.set_price("p2p_bytes", "5", "2", dt.date(2026, 1, 1))
+        await prices.set_price("cpu_ms", "60", "40", dt.date(2026, 1, 1), tz=billing.tz)
+        await prices.set_price("p2p_bytes", "5", "2", dt.date(2026, 1, 1), tz=billing.tz)
         {times.replace(chr(10), chr(10) + "        ")}
-        assert await ledger.record([{", ".join(entries)}]) == {len(entries)}
+        assert await ledger.record([{", ".join(entries)}], billing.tz) == {len(entries)}
         """,
     )
     return len(days)
@@ -87,7 +87,7 @@ def test_the_coordinator_billing_page_shows_the_usage_chart(page: Page, applianc
     fill = cpu_bars.first.evaluate("bar => getComputedStyle(bar).fill")
     assert fill not in ("", "none", "rgb(0, 0, 0)"), fill  # the stylesheet coloured it (no inline style needed)
     days = int(chart.get_attribute("data-days"))
-    assert days == len(month_days(periods.of(dt.datetime.now(dt.UTC))))
+    assert days == len(month_days(periods.of(dt.datetime.now(dt.UTC), UTC)))
     expect(chart.locator("text.tick").last).to_have_text(str(days))
     expect(chart.locator("g.band-gpu_ms text.band-peak")).to_have_text("no usage")
 
@@ -125,7 +125,7 @@ def test_the_worker_payments_page_shows_earnings_and_onboarding(page: Page, appl
 
     # Choosing another month swaps only the usage panel (htmx), without reloading the page.
     page.evaluate("window.__marker = 'same page'")
-    last_month = periods.preceding(periods.of(dt.datetime.now(dt.UTC)))
+    last_month = periods.preceding(periods.of(dt.datetime.now(dt.UTC), UTC))
     page.locator('#usage select[name="period"]').select_option(last_month)
     expect(page.locator("#usage h2")).to_have_text(f"Contribution in {month_label(last_month)}")
     expect(page.locator("#estimate-total")).to_have_text("0.40 USD")

@@ -32,14 +32,15 @@ def run_python(appliance: Appliance, code: str) -> str:
         f"""
         import asyncio, datetime as dt
         from appliance import db
-        from appliance.billing import context, ledger, prices, settlement
+        from appliance.billing import ledger, prices, settlement
+        from appliance.billing.context import BillingContext
         from appliance.billing.ledger import Entry
         from appliance.billing.tables import Invoice
         from appliance.config import load_settings
 
         settings = load_settings({{"data_dir": {str(appliance.data_dir)!r}}})
         db.configure(settings)
-        context.configure(settings)
+        billing = BillingContext.from_settings(settings)
 
         async def main():
         """
@@ -65,9 +66,9 @@ def closed_march(server):
     run_python(
         server,
         f"""
-        await prices.set_price("cpu_ms", "100", "50", dt.date(2026, 1, 1))
+        await prices.set_price("cpu_ms", "100", "50", dt.date(2026, 1, 1), tz=billing.tz)
         at = dt.datetime(2026, 3, 9, tzinfo=dt.UTC)
-        await ledger.record([Entry({carol}, "cpu_ms", "consumer", 2 * 3_600_000, "cli-test", at)])
+        await ledger.record([Entry({carol}, "cpu_ms", "consumer", 2 * 3_600_000, "cli-test", at)], billing.tz)
         """,
     )
     return carol
@@ -151,7 +152,7 @@ def test_months_missed_while_the_appliance_was_down_are_closed_at_the_next_start
         appliance,
         """
         at = dt.datetime(2026, 2, 20, tzinfo=dt.UTC)
-        await ledger.record([Entry(1, "turn_bytes", "consumer", 123, "missed", at)])
+        await ledger.record([Entry(1, "turn_bytes", "consumer", 123, "missed", at)], billing.tz)
         """,
     )
     assert appliance.query("SELECT COUNT(*) FROM billing_period") == [(0,)]

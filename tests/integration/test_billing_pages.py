@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -32,7 +33,8 @@ CAROL, WENDY, DAVE = "carol@example.com", "wendy@example.com", "dave@example.com
 PASSWORD = "billing-password-1"
 HOUR = 3_600_000
 GB = 10**9
-THIS = periods.of(dt.datetime.now(dt.UTC))  # the appliance runs in UTC here
+UTC = ZoneInfo("UTC")  # the appliance runs in UTC here
+THIS = periods.of(dt.datetime.now(dt.UTC), UTC)
 LAST = periods.preceding(THIS)
 
 
@@ -42,13 +44,14 @@ def run_python(appliance: Appliance, code: str) -> str:
         f"""
         import asyncio, datetime as dt
         from appliance import db
-        from appliance.billing import context, ledger
+        from appliance.billing import ledger
+        from appliance.billing.context import BillingContext
         from appliance.billing.ledger import Entry
         from appliance.config import load_settings
 
         settings = load_settings({{"data_dir": {str(appliance.data_dir)!r}}})
         db.configure(settings)
-        context.configure(settings)
+        billing = BillingContext.from_settings(settings)
 
         async def main():
         """
@@ -135,8 +138,8 @@ def billed(appliance, people):
         assert response.status_code == 303, response.text
     asyncio.run(run_on_wendys_browsers(appliance, people))
     carol, wendy = account_id(appliance, CAROL), account_id(appliance, WENDY)
-    first = periods.bounds(THIS)[0] + dt.timedelta(minutes=1)
-    last_month = periods.bounds(LAST)[0] + dt.timedelta(days=2)
+    first = periods.bounds(THIS, UTC)[0] + dt.timedelta(minutes=1)
+    last_month = periods.bounds(LAST, UTC)[0] + dt.timedelta(days=2)
     run_python(
         appliance,
         f"""
@@ -148,7 +151,7 @@ def billed(appliance, people):
             Entry({carol}, "turn_bytes", "consumer", {GB}, "pages:turn", first),
             Entry({carol}, "cpu_ms", "consumer", 2 * {HOUR}, "pages:last-month", earlier),
             Entry({wendy}, "cpu_ms", "provider", 2 * {HOUR}, "pages:last-month-paid", earlier),
-        ])
+        ], billing.tz)
         assert added == 5, added
         """,
     )
@@ -314,7 +317,7 @@ def test_the_admin_sees_prices_every_account_invoices_and_payouts(appliance, peo
     ],
 )
 def test_the_price_form_refuses_bad_values_with_the_reason(people, billed, fields, message):
-    first = periods.bounds(THIS)[0].date().isoformat()
+    first = periods.bounds(THIS, UTC)[0].date().isoformat()
     values = {"resource": "gpu_ms", "consumer_rate": "1.20", "provider_rate": "0.90", "effective_from": first}
     response = people["admin"].form("/ui/admin/billing/prices", {**values, **fields})
     assert response.status_code == 400
@@ -324,10 +327,10 @@ def test_the_price_form_refuses_bad_values_with_the_reason(people, billed, field
 
 def test_a_price_cannot_start_in_a_closed_month_and_a_new_one_applies_from_its_date(appliance, people, billed):
     admin = people["admin"]
-    start = periods.bounds(LAST)[0].date().isoformat()
+    start = periods.bounds(LAST, UTC)[0].date().isoformat()
     refused = price(admin, "gpu_ms", "1", "0.5", start)
     assert refused.status_code == 400 and f"{LAST} is closed" in refused.text
-    saved = price(admin, "gpu_ms", "1.20", "0.90", periods.bounds(THIS)[0].date().isoformat())
+    saved = price(admin, "gpu_ms", "1.20", "0.90", periods.bounds(THIS, UTC)[0].date().isoformat())
     assert saved.status_code == 303
     html = admin.get("/ui/admin/billing").text
     assert "GPU: new price from" in html

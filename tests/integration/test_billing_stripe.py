@@ -16,14 +16,17 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import parse_qs, urlsplit
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
 
 from appliance import db
 from appliance.accounts import users
-from appliance.billing import context, ledger, prices, settlement, statements
+from appliance.billing import ledger, prices, settlement, statements
+from appliance.billing.context import BillingContext
 from appliance.billing.ledger import CONSUMER, PROVIDER, Entry
 from appliance.billing.tables import Invoice, Payout
 from appliance.config import load_settings
@@ -35,6 +38,7 @@ APRIL = dt.datetime(2026, 4, 12, 9, tzinfo=dt.UTC)
 AFTER_MARCH = dt.datetime(2026, 4, 2, tzinfo=dt.UTC)
 AFTER_APRIL = dt.datetime(2026, 5, 2, tzinfo=dt.UTC)
 KEY = "sk_test_peermr_billing"
+UTC = ZoneInfo("UTC")
 
 
 class SimulatedCrash(BaseException):
@@ -69,21 +73,25 @@ def stripe_get(url: str, path: str, **params) -> dict:
     return response.json()
 
 
-async def configure(tmp_path, api_base: str):
+async def configure(tmp_path, api_base: str) -> BillingContext:
+    """A fresh store, and billing's context as create_app builds it with Stripe at ``api_base``."""
     settings = load_settings(
         {"data_dir": str(tmp_path / "data")}, environ={"PEERMR_STRIPE_API_KEY": KEY, "PEERMR_STRIPE_API_BASE": api_base}
     )
     db.configure(settings)
-    context.configure(settings)
     await db.migrate()
+    return BillingContext.from_settings(settings)
+
+
+class Localstripe(NamedTuple):
+    url: str
+    billing: BillingContext
 
 
 @pytest.fixture
 async def with_localstripe(tmp_path, localstripe):
     httpx.delete(f"{localstripe}/_config/data", timeout=10).raise_for_status()  # a fresh Stripe per test
-    await configure(tmp_path, localstripe)
-    yield localstripe
-    context.configure(load_settings({"data_dir": str(tmp_path / "data")}, environ={}))
+    yield Localstripe(localstripe, await configure(tmp_path, localstripe))
 
 
 async def people():
@@ -94,16 +102,17 @@ async def people():
 
 
 async def march_usage(alice: int, bob: int, walt: int) -> None:
-    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1))  # cents per CPU-hour
-    await prices.set_price("p2p_bytes", "5", "2", dt.date(2026, 1, 1))  # cents per GB
-    await prices.set_price("turn_bytes", "40", "0", dt.date(2026, 1, 1))
+    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1), tz=UTC)  # cents per CPU-hour
+    await prices.set_price("p2p_bytes", "5", "2", dt.date(2026, 1, 1), tz=UTC)  # cents per GB
+    await prices.set_price("turn_bytes", "40", "0", dt.date(2026, 1, 1), tz=UTC)
     await ledger.record(
         [
             Entry(alice, "cpu_ms", CONSUMER, 10 * 3_600_000 + 1_234, "a-cpu", MARCH, 1),
             Entry(alice, "p2p_bytes", CONSUMER, 7 * 10**9, "a-p2p", MARCH, 1),
             Entry(walt, "cpu_ms", PROVIDER, 10 * 3_600_000, "w-cpu", MARCH, 1),
             Entry(bob, "turn_bytes", CONSUMER, 3 * 10**9 + 7, "b-turn", MARCH),
-        ]
+        ],
+        UTC,
     )
 
 
@@ -113,10 +122,10 @@ def invoices_of(url: str, email: str) -> list[dict]:
 
 
 async def test_the_close_creates_one_customer_and_one_finalized_invoice_per_coordinator(with_localstripe):
-    url = with_localstripe
+    url, billing = with_localstripe
     alice, bob, walt = await people()
     await march_usage(alice, bob, walt)
-    assert await settlement.close_due(at=AFTER_MARCH) == ["2026-03"]
+    assert await settlement.close_due(billing, at=AFTER_MARCH) == ["2026-03"]
 
     customers = stripe_get(url, "/v1/customers")["data"]
     assert sorted(c["email"] for c in customers) == ["alice@example.com", "bob@example.com"]
@@ -138,9 +147,9 @@ async def test_the_close_creates_one_customer_and_one_finalized_invoice_per_coor
 
     # Closing again, settling again: nothing new in Stripe.
     before = (stripe_get(url, "/v1/customers")["data"], stripe_get(url, "/v1/invoices")["data"])
-    assert (await settlement.close_period("2026-03", at=AFTER_MARCH)).closed_now is False
-    assert await settlement.close_due(at=AFTER_MARCH) == []
-    report = await settlement.settle()
+    assert (await settlement.close_period(billing, "2026-03", at=AFTER_MARCH)).closed_now is False
+    assert await settlement.close_due(billing, at=AFTER_MARCH) == []
+    report = await settlement.settle(billing)
     assert report.invoices_sent == 0 and report.failed == 0
     after = (stripe_get(url, "/v1/customers")["data"], stripe_get(url, "/v1/invoices")["data"])
     assert [c["id"] for c in after[0]] == [c["id"] for c in before[0]]
@@ -154,7 +163,7 @@ async def test_a_crash_between_the_stripe_call_and_the_commit_still_gives_one_in
     with_localstripe, monkeypatch, crash_when
 ):
     """``stripe_invoice``: right after Stripe created the invoice; ``state``: right after it was finalized."""
-    url = with_localstripe
+    url, billing = with_localstripe
     alice, bob, walt = await people()
     await march_usage(alice, bob, walt)
     real_update = settlement._update_invoice
@@ -166,14 +175,14 @@ async def test_a_crash_between_the_stripe_call_and_the_commit_still_gives_one_in
 
     monkeypatch.setattr(settlement, "_update_invoice", crash_on_commit)
     with pytest.raises(SimulatedCrash):
-        await settlement.close_due(at=AFTER_MARCH)
+        await settlement.close_due(billing, at=AFTER_MARCH)
     assert await settlement.is_closed("2026-03")
     [first] = invoices_of(url, "alice@example.com")
     assert first["status"] == ("draft" if crash_when == "stripe_invoice" else "open")
     assert (await Invoice.select(Invoice.state).where(Invoice.account == alice).first())["state"] == "pending"
 
     monkeypatch.setattr(settlement, "_update_invoice", real_update)
-    await settlement.close_due(at=AFTER_MARCH)  # the next start, or the next run of the monthly job
+    await settlement.close_due(billing, at=AFTER_MARCH)  # the next start, or the next run of the monthly job
     for email in ("alice@example.com", "bob@example.com"):
         [invoice] = invoices_of(url, email)
         assert invoice["status"] == "open"
@@ -188,20 +197,21 @@ async def test_a_crash_between_the_stripe_call_and_the_commit_still_gives_one_in
 async def test_a_stripe_failure_is_kept_and_retried(with_localstripe, monkeypatch):
     alice, bob, walt = await people()
     await march_usage(alice, bob, walt)
-    gateway = settlement.gateway()
+    billing = with_localstripe.billing
+    gateway = billing.gateway
 
     async def refuse(*args, **kwargs):
         raise RuntimeError("Stripe said no")
 
     monkeypatch.setattr(gateway, "create_invoice", refuse)
-    await settlement.close_due(at=AFTER_MARCH)
+    await settlement.close_due(billing, at=AFTER_MARCH)
     rows = await Invoice.select(Invoice.id, Invoice.state, Invoice.error).order_by(Invoice.account)
     assert [(r["state"], r["error"]) for r in rows] == [("failed", "Stripe said no")] * 2
     monkeypatch.undo()
-    assert await settlement.retry_invoice(rows[0]["id"]) is True
-    assert [i["status"] for i in invoices_of(with_localstripe, "alice@example.com")] == ["open"]
+    assert await settlement.retry_invoice(billing, rows[0]["id"]) is True
+    assert [i["status"] for i in invoices_of(with_localstripe.url, "alice@example.com")] == ["open"]
     with pytest.raises(settlement.BillingError, match="nothing to retry"):
-        await settlement.retry_invoice(rows[0]["id"])
+        await settlement.retry_invoice(billing, rows[0]["id"])
 
 
 # ------------------------------------------------------------------ Connect (recording server)
@@ -323,40 +333,44 @@ async def connect(tmp_path):
     server = RecordingStripe()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    await configure(tmp_path, server.url)
+    server.billing = await configure(tmp_path, server.url)
     yield server
     server.shutdown()
     server.server_close()
-    context.configure(load_settings({"data_dir": str(tmp_path / "data")}, environ={}))
 
 
 async def worker_earnings(walt: int, at: dt.datetime, source: str, hours: int) -> None:
-    await ledger.record([Entry(walt, "cpu_ms", PROVIDER, hours * 3_600_000, source, at, 1)])
+    await ledger.record([Entry(walt, "cpu_ms", PROVIDER, hours * 3_600_000, source, at, 1)], UTC)
 
 
 async def test_connect_onboarding_and_one_transfer_per_payout_with_its_key(connect):
+    billing = connect.billing
     walt, _ = await users.create_user("walt@example.com", "worker", "walt-password-12")
-    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1))
+    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1), tz=UTC)
     await worker_earnings(walt.id, MARCH, "m", 3)
-    await settlement.close_due(at=AFTER_MARCH)
+    await settlement.close_due(billing, at=AFTER_MARCH)
     assert await Payout.select(Payout.state, Payout.amount) == [{"state": "awaiting-onboarding", "amount": 240}]
     assert connect.posts("/v1/transfers") == []
 
-    link = await settlement.onboarding_link(walt.id, "https://peermr.test/ui/payments", "https://peermr.test/refresh")
+    link = await settlement.onboarding_link(
+        billing.require_gateway(), walt.id, "https://peermr.test/ui/payments", "https://peermr.test/refresh"
+    )
     assert link == "https://connect.example/setup/acct_0001"
     [created] = connect.posts("/v1/accounts")
     assert created["key"] == f"peermr-connect-{walt.id}" and created["params"]["type"] == "express"
     [link_request] = connect.posts("/v1/account_links")
     assert link_request["params"]["return_url"] == "https://peermr.test/ui/payments"
     assert link_request["params"]["refresh_url"] == "https://peermr.test/refresh"
-    await settlement.onboarding_link(walt.id, "https://peermr.test/ui/payments", "https://peermr.test/refresh")
+    await settlement.onboarding_link(
+        billing.require_gateway(), walt.id, "https://peermr.test/ui/payments", "https://peermr.test/refresh"
+    )
     assert len(connect.posts("/v1/accounts")) == 1  # one connected account per worker account
 
     # Still onboarding: nothing is paid.
-    assert (await settlement.settle()).awaiting_onboarding == 1
+    assert (await settlement.settle(billing)).awaiting_onboarding == 1
     connect.accounts["acct_0001"].update(details_submitted=True, payouts_enabled=True)
     connect.fail_next_transfer = True  # the SDK retries, with the same idempotency key
-    report = await settlement.settle()
+    report = await settlement.settle(billing)
     assert report.payouts_sent == 1
     posts = connect.posts("/v1/transfers")
     assert len(posts) == 2 and {p["key"] for p in posts} == {f"peermr-payout-{walt.id}-2026-03"}
@@ -370,15 +384,18 @@ async def test_connect_onboarding_and_one_transfer_per_payout_with_its_key(conne
     assert row == {"state": "sent", "stripe_transfer": "tr_0001"}
     assert (await settlement.connected_account(walt.id)).payouts_enabled
 
-    await settlement.settle()
-    await settlement.close_due(at=AFTER_MARCH)
+    await settlement.settle(billing)
+    await settlement.close_due(billing, at=AFTER_MARCH)
     assert len(connect.transfers) == 1 and len(connect.posts("/v1/transfers")) == 2
 
 
 async def test_a_crash_after_the_transfer_is_made_pays_once(connect, monkeypatch):
+    billing = connect.billing
     walt, _ = await users.create_user("walt@example.com", "worker", "walt-password-12")
-    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1))
-    await settlement.onboarding_link(walt.id, "https://peermr.test/r", "https://peermr.test/f")
+    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1), tz=UTC)
+    await settlement.onboarding_link(
+        billing.require_gateway(), walt.id, "https://peermr.test/r", "https://peermr.test/f"
+    )
     connect.accounts["acct_0001"].update(details_submitted=True, payouts_enabled=True)
     await worker_earnings(walt.id, APRIL, "a", 5)
     real_update = settlement._update_payout
@@ -390,11 +407,11 @@ async def test_a_crash_after_the_transfer_is_made_pays_once(connect, monkeypatch
 
     monkeypatch.setattr(settlement, "_update_payout", crash_on_commit)
     with pytest.raises(SimulatedCrash):
-        await settlement.close_due(at=AFTER_APRIL)
+        await settlement.close_due(billing, at=AFTER_APRIL)
     assert len(connect.transfers) == 1
     assert (await Payout.select(Payout.state).first())["state"] == "pending"
     monkeypatch.setattr(settlement, "_update_payout", real_update)
-    await settlement.close_due(at=AFTER_APRIL)
+    await settlement.close_due(billing, at=AFTER_APRIL)
     assert len(connect.transfers) == 1
     assert all(p["key"] == f"peermr-payout-{walt.id}-2026-04" for p in connect.posts("/v1/transfers"))
     assert await Payout.select(Payout.state, Payout.stripe_transfer, Payout.amount) == [
@@ -403,24 +420,27 @@ async def test_a_crash_after_the_transfer_is_made_pays_once(connect, monkeypatch
 
 
 async def test_verified_webhook_events_update_invoice_payout_and_account_status(connect):
+    billing = connect.billing
     walt, _ = await users.create_user("walt@example.com", "worker", "walt-password-12")
-    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1))
-    await settlement.onboarding_link(walt.id, "https://peermr.test/r", "https://peermr.test/f")
+    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1), tz=UTC)
+    await settlement.onboarding_link(
+        billing.require_gateway(), walt.id, "https://peermr.test/r", "https://peermr.test/f"
+    )
     await worker_earnings(walt.id, MARCH, "m", 1)
-    await settlement.close_due(at=AFTER_MARCH)
+    await settlement.close_due(billing, at=AFTER_MARCH)
     outcome = await settlement.apply_event(
-        {"type": "account.updated", "data": {"object": {"id": "acct_0001", "payouts_enabled": True}}}
+        billing, {"type": "account.updated", "data": {"object": {"id": "acct_0001", "payouts_enabled": True}}}
     )
     assert "payouts enabled" in outcome
     assert (await settlement.connected_account(walt.id)).payouts_enabled
-    await settlement.settle()
+    await settlement.settle(billing)
     key = f"peermr-payout-{walt.id}-2026-03"
     event = {
         "type": "transfer.reversed",
         "data": {"object": {"id": "tr_0001", "reversed": True, "transfer_group": key}},
     }
-    assert await settlement.apply_event(event) == f"payout {key}: reversed"
+    assert await settlement.apply_event(billing, event) == f"payout {key}: reversed"
     assert (await Payout.select(Payout.stripe_status).first())["stripe_status"] == "reversed"
-    assert await settlement.apply_event({"type": "invoice.paid", "data": {"object": {"id": "in_nope"}}}) == (
+    assert await settlement.apply_event(billing, {"type": "invoice.paid", "data": {"object": {"id": "in_nope"}}}) == (
         "no such invoice"
     )
