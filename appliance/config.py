@@ -81,6 +81,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # While another account's run waits, an account's runs may not start beyond this share of the
     # connected workers (1: no limit).
     job_fair_share: float = 1.0
+    # A running task whose progress (emits, bytes written, context.progress()) has not moved for this
+    # long while its worker still answers is stalled (and gets a backup attempt when speculation is on).
+    job_stall_seconds: int = 60
     # The parameter-server values one run may hold in the appliance's memory, all keys together.
     ps_max_bytes_per_run: int = 1024**3
 
@@ -203,6 +206,8 @@ def _check(settings: Settings) -> None:
         raise ConfigError("job_replacement_grace_seconds must be at least 1")
     if settings.job_queue_timeout_hours < 0:
         raise ConfigError("job_queue_timeout_hours must not be negative")
+    if settings.job_stall_seconds < 1:
+        raise ConfigError("job_stall_seconds must be at least 1")
     if not 0 < settings.job_fair_share <= 1:
         raise ConfigError("job_fair_share must be more than 0 and at most 1")
     if settings.replication_factor < 1:

@@ -21,13 +21,10 @@ from appliance.accounts.auth import WORKER_BROWSER, access, client_address
 from appliance.events import BlobsDropped, TaskMessage, TransferFinished, WorkerJoined, WorkerLeft
 from appliance.fleet import protocol as p
 from appliance.fleet.probe import probe
-from appliance.fleet.registry import Fleet, Worker
+from appliance.fleet.registry import PING_SECONDS, SILENCE_LIMIT, Fleet, Worker
 
 log = logging.getLogger(__name__)
 
-PING_SECONDS = 15
-# Without a pong for this long the worker is considered gone.
-SILENCE_LIMIT = 3 * PING_SECONDS
 MAX_ERRORS = 10
 HELLO_TIMEOUT = 30
 

@@ -124,6 +124,7 @@ class TaskProgress(Base, tag="task-progress"):
     task_id: TaskId
     emits: Count
     bytes: Count = 0
+    ticks: Count = 0  # context.progress() calls
 
 
 class LogLine(msgspec.Struct):

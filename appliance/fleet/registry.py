@@ -23,6 +23,11 @@ COPY_TIMEOUT_BASE = 30.0
 COPY_MIN_BYTES_PER_SECOND = 1024 * 1024
 
 
+# The appliance pings each worker this often; without a pong for SILENCE_LIMIT the worker is gone.
+PING_SECONDS = 15
+SILENCE_LIMIT = 3 * PING_SECONDS
+
+
 def copy_timeout(size: int) -> float:
     return COPY_TIMEOUT_BASE + size / COPY_MIN_BYTES_PER_SECOND
 
@@ -57,6 +62,10 @@ class Worker:
     @property
     def busy(self) -> bool:
         return self.run_id is not None
+
+    def answers(self, now: float) -> bool:
+        """It answered a ping (or sent anything) within the last ping interval and a half."""
+        return now - self.last_seen <= 1.5 * PING_SECONDS
 
     @property
     def state(self) -> str:

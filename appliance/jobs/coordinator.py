@@ -106,8 +106,11 @@ class Active:
     staging_failures: int = 0
     put_keys: dict[str, int] = field(default_factory=dict)
     ending: bool = False
-    # Worker id -> account of every worker that held a rank (task rows and billing need it after it left).
+    # Worker id -> account of every worker that held a rank or ran a backup attempt (task rows and
+    # billing need it after it left).
     accounts: dict[str, int] = field(default_factory=dict)
+    # Workers holding no rank that run a backup attempt of this run (busy for it meanwhile).
+    helpers: set[str] = field(default_factory=set)
     # Ranks talking to ranks (jobs/peers.py): indirect messages, and the parameter server.
     mail: Mailbox = field(default_factory=Mailbox)
     params: ParameterServer | None = None
@@ -233,7 +236,7 @@ class Coordinator:
             return False
         return any(
             (w := self.fleet.get(worker_id)) is not None and w.account_id == account_id
-            for worker_id in run.execution.workers()
+            for worker_id in run.execution.workers() | run.helpers
         )
 
     # ------------------------------------------------------------ fleet events
@@ -259,10 +262,15 @@ class Coordinator:
                 self._spawn(worker.send(p.refusal(header, "this task is not running on this worker")))
             return
         if isinstance(header, p.PEER_REQUESTS):
+            if task.is_backup:  # two attempts of one rank cannot both talk to the others
+                self._spawn(worker.send(p.refusal(header, "a backup attempt does not talk to other ranks")))
+                run.execution.unspeculated.add(task.stage)
+                self._drop_backup(run, task, TaskEvent.CANCEL, "its stage talks to other ranks: no backups")
+                return
             self.peers.handle(run, task, worker, message)
             return
         if isinstance(message, p.TaskProgress):
-            task.emits, task.bytes, task.last_activity = message.emits, message.bytes, time.monotonic()
+            self._progressed(run, task, message)
         elif isinstance(message, p.TaskLog):
             for line in message.lines:
                 self.logs.add(
@@ -283,8 +291,21 @@ class Coordinator:
             self.logs.add(run.run_id, f"worker {worker.worker_id} reported task {task.id} again; ignored", level="warn")
         elif isinstance(message, p.TaskDone):
             self._done(run, task, worker, message)
+        elif isinstance(message, p.TaskFailed) and task.is_backup:
+            # The original attempt goes on; if the job's code is at fault it fails there too.
+            self._drop_backup(run, task, TaskEvent.FAIL, message.error)
         elif isinstance(message, p.TaskFailed):
             self._failed(run, task, message)
+
+    def _progressed(self, run: Active, task: Task, message: p.TaskProgress) -> None:
+        clock = time.monotonic()
+        task.last_activity = clock
+        if (message.emits, message.bytes, message.ticks) == (task.emits, task.bytes, task.ticks):
+            return
+        task.emits, task.bytes, task.ticks, task.progressed_at = message.emits, message.bytes, message.ticks, clock
+        if task.stalled:
+            task.stalled = False
+            self.logs.add(run.run_id, f"{self._where(run, task)} makes progress again", level="info")
 
     # ------------------------------------------------------------ the loop
 
@@ -410,6 +431,9 @@ class Coordinator:
             return
         for task in execution.idle_too_long(clock):
             worker_id = task.worker_id or ""
+            if task.is_backup:
+                self._drop_backup(run, task, TaskEvent.CANCEL, "past its worker timeout without an emit")
+                continue
             self.logs.add(
                 run.run_id,
                 f"worker {worker_id} ran {_stage_name(execution, task.stage)} on rank {task.rank} of group "
@@ -421,9 +445,79 @@ class Coordinator:
         for task in execution.ready():
             execution.start(task)
             self._spawn(self._launch(run, task))
+        self._watch_stragglers(run, clock)
         if execution.finished():
             run.ending = True
             self._spawn(self._succeed(run))
+
+    def _watch_stragglers(self, run: Active, clock: float) -> None:
+        """Mark tasks stalled, and start backup attempts of stalled and slow ones (speculative execution)."""
+        execution = run.execution
+        stall = self.settings.job_stall_seconds
+        for task in execution.newly_stalled(stall, clock):
+            worker = self.fleet.get(task.worker_id or "")
+            if worker is None or not worker.answers(clock):
+                continue  # a browser that does not answer either: its connection's silence limit deals with it
+            task.stalled = True
+            self.logs.add(
+                run.run_id,
+                f"{self._where(run, task)} is stalled: no progress for {clock - task.progressed_at:.0f} s "
+                f"while worker {task.worker_id} still answers",
+                level="warn",
+            )
+        for task in [t for t in execution.active if execution.speculable(t, clock)]:
+            helper = self._backup_worker(run, task)
+            if helper is None:
+                return
+            backup = execution.backup(task, helper.worker_id, clock)
+            if helper.run_id is None:
+                helper.run_id = run.run_id
+                run.helpers.add(helper.worker_id)
+            run.accounts[helper.worker_id] = helper.account_id
+            why = "stalled" if task.stalled else f"slow ({clock - task.started:.1f} s)"
+            self.logs.add(
+                run.run_id,
+                f"{self._where(run, task)} on worker {task.worker_id} is {why}: "
+                f"a backup attempt starts on worker {helper.worker_id}",
+                level="warn",
+            )
+            self._spawn(self._launch(run, backup))
+
+    def _backup_worker(self, run: Active, task: Task) -> Worker | None:
+        """An eligible worker with nothing to do: one in no run first, then one of this run whose rank
+        has no task ready (it takes its own rank's next task once the race is over)."""
+        occupied = {t.worker_id for t in run.execution.active}
+        candidates = [
+            w
+            for w in self.fleet.workers.values()
+            if not w.paused
+            and w.worker_id != task.worker_id
+            and w.worker_id not in run.excluded
+            and (w.run_id is None or (w.run_id == run.run_id and w.worker_id not in occupied))
+            and selection.eligible(w, run.spec, run.owner_id)
+        ]
+        return min(selection.ranked(candidates), key=lambda w: w.run_id is not None, default=None)
+
+    def _drop_backup(self, run: Active, backup: Task, event: TaskEvent, why: str) -> None:
+        worker_id = backup.worker_id or ""
+        if (worker := self.fleet.get(worker_id)) is not None:
+            self._spawn(worker.send(p.TaskCancel(task_id=backup.id)))
+        run.execution.drop_backup(backup, event, why)
+        self.logs.add(run.run_id, f"the backup attempt of {self._where(run, backup)} ended: {why}", level="info")
+        self._release(run, worker_id)
+
+    def _release(self, run: Active, worker_id: str) -> None:
+        """A helper worker whose backup attempt ended is free again."""
+        if worker_id in run.helpers and all(t.worker_id != worker_id for t in run.execution.active):
+            run.helpers.discard(worker_id)
+            worker = self.fleet.get(worker_id)
+            if worker is not None and worker.run_id == run.run_id:
+                worker.run_id = None
+        self.wake.set()
+
+    @staticmethod
+    def _where(run: Active, task: Task) -> str:
+        return f"{_stage_name(run.execution, task.stage)} on rank {task.rank} of group {task.group}"
 
     def _fill_vacancies(self, run: Active) -> None:
         for group, rank in run.execution.vacant_ranks():
@@ -488,6 +582,9 @@ class Coordinator:
             return
         inputs = run.execution.inputs(task)
         if run.storage is None and self._forget_gone_holders(inputs):
+            if task.is_backup:
+                self._drop_backup(run, task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
+                return
             # An input's last holder left before it could be copied: recompute it, then start again.
             run.execution.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
             again = run.execution.recompute_lost()
@@ -500,6 +597,9 @@ class Coordinator:
             error = await self._stage(run, worker, inputs) if self._missing_inputs(run, task) else None
             if task.attempt != attempt or task.state != "staging":
                 return  # lost meanwhile; it was rescheduled
+            if error is not None and task.is_backup:
+                self._drop_backup(run, task, TaskEvent.FAIL, f"could not move an input to its worker: {error}")
+                return
             if error is not None:
                 run.staging_failures += 1
                 self.logs.add(
@@ -517,7 +617,8 @@ class Coordinator:
         else:
             described = [{"url": cloud.presign_get(run.storage, o.location)} for o in inputs]
         run.execution.running(task)
-        run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
+        if not task.is_backup:
+            run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
         stage = task.stage
         assign = p.TaskAssign(
             task_id=task.id,
@@ -600,8 +701,21 @@ class Coordinator:
             )
             for o in message.outputs
         ]
-        run.execution.done(task, outputs, message.emits, message.cpu_ms)
-        run.params.task_ended(task.group, task.rank)
+        superseded = run.execution.done(task, outputs, message.emits, message.cpu_ms)
+        if superseded is not None:
+            # The other attempt of the task lost the race: stop it; its output is never used.
+            loser_id, loser_worker = superseded
+            if (loser := self.fleet.get(loser_worker)) is not None:
+                self._spawn(loser.send(p.TaskCancel(task_id=loser_id)))
+            self.logs.add(
+                run.run_id,
+                f"{self._where(run, task)}: attempt {task.attempt} on worker {worker.worker_id} finished first; "
+                f"attempt {loser_id.rsplit('.', 1)[1]} on worker {loser_worker} is cancelled",
+            )
+            self._release(run, loser_worker)
+        self._release(run, worker.worker_id)
+        if task.primary is None:
+            run.params.task_ended(task.group, task.rank)
         self.wake.set()
 
     def _check_outputs(self, run: Active, task: Task, outputs: list[p.TaskOutput]) -> str:
@@ -761,12 +875,15 @@ class Coordinator:
         if run.ending:
             return
         run.ending = True
-        for task in run.execution.all_tasks():
+        for task in [*run.execution.backups.values(), *run.execution.all_tasks()]:
             if task.state in ("staging", "running"):
                 worker = self.fleet.get(task.worker_id or "")
                 if worker is not None:
                     self._spawn(worker.send(p.TaskCancel(task_id=task.id)))
-                run.execution.retry(task, TaskEvent.CANCEL, reason)
+                if task.is_backup:
+                    run.execution.drop_backup(task, TaskEvent.CANCEL, reason)
+                else:
+                    run.execution.retry(task, TaskEvent.CANCEL, reason)
         await self._discard(run, intermediate_only=False)
         await self._finish(run, state, cause, reason, [])
 
@@ -775,7 +892,7 @@ class Coordinator:
         self.logs.add(
             run.run_id, f"{state}" + (f": {reason}" if reason else ""), level="error" if state == "failed" else "info"
         )
-        for worker_id in execution.workers():
+        for worker_id in execution.workers() | run.helpers:
             worker = self.fleet.get(worker_id)
             if worker is not None and worker.run_id == run.run_id:
                 worker.run_id = None

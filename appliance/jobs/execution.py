@@ -14,6 +14,8 @@ task r reads only task r's output, so it can start as soon as that one task is d
 from __future__ import annotations
 
 import enum
+import re
+import statistics
 import string
 import time
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ class TaskEvent(enum.StrEnum):
     WORKER_LOST = "worker-lost"  # its worker disconnected or was taken off the run
     INPUT_LOST = "input-lost"  # an input went with another worker before it could be copied
     CANCEL = "cancel"  # the run ended
+    SUPERSEDED = "superseded"  # another attempt of the same task finished first: the task is done
     OUTPUT_LOST = "output-lost"  # done, but no live worker holds its output, which is still needed
 
 
@@ -53,6 +56,8 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], TaskState] = {
         for state in ("staging", "running")
         for event in (TaskEvent.FAIL, TaskEvent.WORKER_LOST, TaskEvent.INPUT_LOST, TaskEvent.CANCEL)
     },
+    ("staging", TaskEvent.SUPERSEDED): "done",
+    ("running", TaskEvent.SUPERSEDED): "done",
     ("done", TaskEvent.OUTPUT_LOST): "waiting",
 }
 # How the task history names an attempt that ended by each event (OUTPUT_LOST ends no attempt: it had finished).
@@ -62,7 +67,18 @@ OUTCOMES: dict[TaskEvent, str] = {
     TaskEvent.WORKER_LOST: "lost",
     TaskEvent.INPUT_LOST: "lost",
     TaskEvent.CANCEL: "cancelled",
+    TaskEvent.SUPERSEDED: "superseded",
 }
+# Speculative execution (spark.speculation's defaults): once this share of a stage's tasks is done,
+# a task running longer than MULTIPLIER x their median duration (and at least MIN seconds) is slow.
+SPECULATION_QUANTILE = 0.75
+SPECULATION_MULTIPLIER = 1.5
+SPECULATION_MIN_SECONDS = 1.0
+# A stage whose code talks to other ranks or the parameter server is never speculated: two attempts
+# of one rank would both take part. (At run time a backup that tries is refused as well.)
+_TALKS_TO_RANKS = re.compile(
+    r"\b(sendToRank|receiveFromRank|allReduce|allGather|broadcast|barrier)\b|\.\s*ps\s*\.|\bps\s*\.\s*(read|write|update|clock|register)\b"
+)
 
 
 class IllegalTransition(Exception):
@@ -103,10 +119,22 @@ class Task:
     emits: int = 0
     bytes: int = 0
     cpu_ms: int = 0
+    ticks: int = 0  # context.progress() calls
+    # When its progress (emits, bytes written, ticks) last moved, and whether it is stalled now.
+    progressed_at: float = 0.0
+    stalled: bool = False
+    # Attempt numbers handed out so far (a backup takes the next one, so task ids never repeat).
+    attempts: int = 1
+    # Set on a backup attempt: the task it races (the task's own state lives there).
+    primary: Task | None = None
 
     @property
     def id(self) -> str:
         return f"{self.run_id}.{self.group}.{self.stage}.{self.rank}.{self.attempt}"
+
+    @property
+    def is_backup(self) -> bool:
+        return self.primary is not None
 
 
 @dataclass
@@ -188,7 +216,12 @@ class RunExecution:
         self.groups = {letter: Group(self, letter) for letter in GROUP_LETTERS[: spec.group_count]}
         self.history: list[Attempt] = []
         # Indexes kept by the state changes below, so a scheduling round costs O(ranks), not O(tasks).
-        self.active: set[Task] = set()  # staging or running
+        self.active: set[Task] = set()  # staging or running, backups included
+        # Task -> its backup attempt on another worker (speculative execution), while both run.
+        self.backups: dict[Task, Task] = {}
+        self.unspeculated: set[int] = {
+            stage for stage, s in enumerate(spec.stages) if not spec.speculation or _TALKS_TO_RANKS.search(s.source)
+        }
 
     # ------------------------------------------------------------ shape
 
@@ -221,7 +254,12 @@ class RunExecution:
             task = self.groups[group].tasks[(int(stage), int(rank))]
         except (ValueError, KeyError):
             return None
-        return task if int(run) == self.run_id and int(attempt) == task.attempt else None
+        if int(run) != self.run_id:
+            return None
+        if int(attempt) == task.attempt:
+            return task
+        backup = self.backups.get(task)
+        return backup if backup is not None and int(attempt) == backup.attempt else None
 
     # ------------------------------------------------------------ workers
 
@@ -295,8 +333,8 @@ class RunExecution:
         self._move(task, TaskEvent.START)
         now = time.monotonic() if now is None else now
         task.worker_id = self.groups[task.group].ranks[task.rank]
-        task.started = task.last_activity = now
-        task.emits = task.bytes = task.cpu_ms = 0
+        task.started = task.last_activity = task.progressed_at = now
+        task.emits = task.bytes = task.cpu_ms = task.ticks = 0
         task.outputs = []
         self.active.add(task)
         group = self.groups[task.group]
@@ -307,30 +345,105 @@ class RunExecution:
     def running(self, task: Task) -> None:
         self._move(task, TaskEvent.LAUNCH)
 
-    def done(self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None) -> None:
+    def done(
+        self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None
+    ) -> tuple[str, str] | None:
+        """The attempt finished; returns the (task id, worker id) of the attempt it raced, if any
+        (superseded: its worker should stop it)."""
+        now = time.monotonic() if now is None else now
         self._move(task, TaskEvent.FINISH)
         self.active.discard(task)
-        self.groups[task.group].count_done(task, +1)
-        task.finished = time.monotonic() if now is None else now
+        task.finished = now
         task.outputs = outputs
         task.emits = emits
         task.bytes = sum(o.size for o in outputs)
         task.cpu_ms = cpu_ms
         self._record(task, TaskEvent.FINISH)
+        primary = task.primary or task
+        loser = self.backups.get(primary) if task.primary is None else primary
+        superseded = None if loser is None else (loser.id, loser.worker_id or "")
+        if loser is not None:
+            self._supersede(loser, task, now)
+        self.groups[primary.group].count_done(primary, +1)
+        return superseded
+
+    def _supersede(self, loser: Task, winner: Task, now: float) -> None:
+        """``winner`` finished first: ``loser``'s attempt ends (metered by its wall time) and the task
+        is done with the winner's outputs."""
+        self._move(loser, TaskEvent.SUPERSEDED)
+        self.active.discard(loser)
+        self.backups.pop(loser.primary or loser, None)
+        loser.finished = now
+        loser.cpu_ms = int((now - loser.started) * 1000)
+        self._record(
+            loser, TaskEvent.SUPERSEDED, f"attempt {winner.attempt} on worker {winner.worker_id} finished first"
+        )
+        if winner.primary is not None:  # the backup won: the task takes its result
+            task = winner.primary
+            task.worker_id, task.attempt, task.started, task.finished = (
+                winner.worker_id,
+                winner.attempt,
+                winner.started,
+                winner.finished,
+            )
+            task.outputs, task.emits, task.bytes, task.cpu_ms = (
+                winner.outputs,
+                winner.emits,
+                winner.bytes,
+                winner.cpu_ms,
+            )
+
+    def backup(self, task: Task, worker_id: str, now: float | None = None) -> Task:
+        """A second attempt of a running task on another worker; the first of the two to finish wins."""
+        if task.state not in ("staging", "running") or task.is_backup or task in self.backups:
+            raise IllegalTransition(f"task {task.id} cannot get a backup attempt while {task.state}")
+        now = time.monotonic() if now is None else now
+        clone = Task(
+            task.run_id,
+            task.group,
+            task.stage,
+            task.rank,
+            state="staging",
+            attempt=task.attempts,
+            worker_id=worker_id,
+            started=now,
+            last_activity=now,
+            progressed_at=now,
+            worker_timeout=task.worker_timeout,
+            primary=task,
+        )
+        task.attempts += 1
+        self.backups[task] = clone
+        self.active.add(clone)
+        return clone
+
+    def drop_backup(self, backup: Task, event: TaskEvent, error: str = "", now: float | None = None) -> None:
+        """A backup attempt ends without result (failed, its worker lost, the run ended): the task goes on."""
+        self._move(backup, event)
+        self.active.discard(backup)
+        self.backups.pop(backup.primary, None)
+        backup.finished = time.monotonic() if now is None else now
+        self._record(backup, event, error)
 
     def retry(self, task: Task, event: TaskEvent, error: str = "", now: float | None = None) -> None:
         """End the task's current attempt by ``event`` (or forget its output, OUTPUT_LOST): it runs again."""
+        if event in (TaskEvent.START, TaskEvent.LAUNCH, TaskEvent.FINISH, TaskEvent.SUPERSEDED):
+            raise ValueError(f"{event} does not make a task run again")
         was = task.state
         self._move(task, event)
+        if (backup := self.backups.get(task)) is not None:
+            self.drop_backup(backup, TaskEvent.CANCEL, "the attempt it backed up ended")
         if was == "done":
             self.groups[task.group].count_done(task, -1)
         else:
             task.finished = time.monotonic() if now is None else now
             self._record(task, event, error)
         self.active.discard(task)
-        task.attempt += 1
+        task.attempt = task.attempts
+        task.attempts += 1
         task.worker_id = None
         task.outputs = []
+        task.stalled = False
 
     def _record(self, task: Task, event: TaskEvent, error: str = "") -> None:
         self.history.append(
@@ -369,8 +482,13 @@ class RunExecution:
         if place is not None:
             self.groups[place[0]].ranks[place[1]] = None
         rerun = []
+        for backup in [b for b in self.backups.values() if b.worker_id == worker_id]:
+            self.drop_backup(backup, TaskEvent.WORKER_LOST, "the worker disconnected")
         for task in self.all_tasks():
             if task.worker_id == worker_id and task.state in ("staging", "running"):
+                if (backup := self.backups.get(task)) is not None:
+                    self._adopt(task, backup)  # its backup goes on as the task's attempt
+                    continue
                 self.retry(task, TaskEvent.WORKER_LOST, "the worker disconnected")
                 rerun.append(task)
         if self.cloud:
@@ -385,6 +503,21 @@ class RunExecution:
                 self.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
                 rerun.append(task)
         return rerun
+
+    def _adopt(self, task: Task, backup: Task) -> None:
+        """The task's worker is gone but its backup runs: the backup becomes the task's attempt."""
+        task.finished = time.monotonic()
+        self._record(task, TaskEvent.WORKER_LOST, "the worker disconnected")
+        self.active.discard(backup)
+        del self.backups[task]
+        self.active.add(task)
+        task.state, task.attempt, task.worker_id = backup.state, backup.attempt, backup.worker_id
+        task.started, task.last_activity, task.progressed_at = (
+            backup.started,
+            backup.last_activity,
+            backup.progressed_at,
+        )
+        task.emits, task.bytes, task.ticks, task.stalled = backup.emits, backup.bytes, backup.ticks, backup.stalled
 
     def recompute_lost(self) -> list[Task]:
         """Run again every done task whose output no live worker holds while something still needs it.
@@ -425,6 +558,33 @@ class RunExecution:
         now = time.monotonic() if now is None else now
         return [t for t in self.active if t.state == "running" and now - t.last_activity > t.worker_timeout]
 
+    # ------------------------------------------------------------ stragglers
+
+    def newly_stalled(self, stall_seconds: float, now: float | None = None) -> list[Task]:
+        """Running attempts whose progress has not moved for ``stall_seconds``, not marked stalled yet."""
+        now = time.monotonic() if now is None else now
+        return [
+            t for t in self.active if t.state == "running" and not t.stalled and now - t.progressed_at > stall_seconds
+        ]
+
+    def speculable(self, task: Task, now: float | None = None) -> bool:
+        """Whether a running task deserves a backup attempt: it is stalled, or its stage is mostly done
+        and it runs much longer than the median finished task."""
+        if task.is_backup or task.state != "running" or task in self.backups or task.stage in self.unspeculated:
+            return False
+        if task.stalled:
+            return True
+        group = self.groups[task.group]
+        size = group.stage_size[task.stage]
+        if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
+            return False
+        durations = [
+            t.finished - t.started for (stage, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
+        ]
+        now = time.monotonic() if now is None else now
+        limit = max(SPECULATION_MULTIPLIER * statistics.median(durations), SPECULATION_MIN_SECONDS)
+        return now - task.started > limit
+
     # ------------------------------------------------------------ progress
 
     def finished(self) -> bool:
@@ -455,6 +615,8 @@ class RunExecution:
                     "running": 0,
                     "emits": 0,
                     "bytes": 0,
+                    "stalled": 0,
+                    "backups": 0,
                 }
                 for stage in range(INPUT_STAGE, self.last_stage + 1)
             }
@@ -465,5 +627,7 @@ class RunExecution:
                 row["running"] += task.state in ("staging", "running")
                 row["emits"] += task.emits
                 row["bytes"] += task.bytes
+                row["stalled"] += task.stalled and task.state == "running"
+                row["backups"] += task in self.backups
             rows.extend(per_stage.values())
         return rows

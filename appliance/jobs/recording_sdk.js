@@ -29,6 +29,7 @@
     'seed',
     'staleness',
     'queueTimeout',
+    'speculation',
   ];
 
   // Builtins the recorder uses, kept before the job script can replace them.
@@ -264,6 +265,7 @@
         seed: {value: undefined, at: null},
         staleness: {value: undefined, at: null},
         queueTimeout: {value: undefined, at: null},
+        speculation: {value: true, at: null},
       };
       executions.set(this, {fields, input: null, stages: []});
     }

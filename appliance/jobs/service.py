@@ -37,6 +37,8 @@ OVERRIDABLE = {
     "saveIntermediateOutput",
     "seed",
     "staleness",
+    "queueTimeout",
+    "speculation",
 }
 
 
@@ -69,6 +71,9 @@ class StageProgress(msgspec.Struct, frozen=True):
     running: int
     emits: int
     bytes: int
+    # Running tasks that made no progress for job_stall_seconds, and backup attempts racing them.
+    stalled: int = 0
+    backups: int = 0
 
 
 class RunInfo(msgspec.Struct, frozen=True):

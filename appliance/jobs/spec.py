@@ -109,6 +109,8 @@ class JobSpec(msgspec.Struct, rename="camel", kw_only=True):
     staleness: Annotated[int, msgspec.Meta(ge=0)] | None = None
     # Seconds the run may wait in the queue before it fails (None: the appliance's default; 0: no limit).
     queue_timeout: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # Backup attempts of stragglers (never for stages that talk to other ranks).
+    speculation: bool = True
     input_source: str | None = None
     input_content_type: ContentType = "application/json"
 
@@ -307,6 +309,7 @@ def _spec_from_record(record: dict) -> JobSpec:
     seed = _optional_whole_number(fields["seed"], "seed", "seed", -_MAX_SAFE_INTEGER)
     staleness = _optional_whole_number(fields["staleness"], "staleness", "staleness", 0)
     queue_timeout = _optional_whole_number(fields["queueTimeout"], "queueTimeout (seconds)", "queueTimeout", 0)
+    speculation = _boolean(fields["speculation"], "speculation", "speculation")
     input_source = None
     input_content_type = "application/json"
     if record["input"] is not None:
@@ -334,6 +337,7 @@ def _spec_from_record(record: dict) -> JobSpec:
         seed=seed,
         staleness=staleness,
         queue_timeout=queue_timeout,
+        speculation=speculation,
         input_source=input_source,
         input_content_type=input_content_type,
         stages=stages,

@@ -9,7 +9,7 @@
 // It runs the input function or a stage function with `context`, encodes what they emit with
 // static/worker/codecs.js into one blob per output partition, and reports to the page:
 //   page -> sandbox  {type: 'run', task, inputs: [Blob | ArrayBuffer | {url}]}, {type: 'put-url', id, url, key}
-//   sandbox -> page  {type: 'log', level, text, at}, {type: 'progress', emits, bytes},
+//   sandbox -> page  {type: 'log', level, text, at}, {type: 'progress', emits, bytes, ticks},
 //                    {type: 'worker-timeout', seconds}, {type: 'need-put-url', id, partition},
 //                    {type: 'output', partition, data (transferred), records}            (pmrfs)
 //                    {type: 'output', partition, key, size, records}                     (s3, after its PUT)
@@ -213,7 +213,7 @@
       return;
     }
     task.lastProgress = clock();
-    if (!task.ended) post({type: 'progress', emits: task.emits, bytes: task.flushedBytes + task.buffered});
+    if (!task.ended) post({type: 'progress', emits: task.emits, bytes: task.flushedBytes + task.buffered, ticks: task.ticks});
   }
 
   function addRecord(partition, key, value) {
@@ -471,6 +471,8 @@
       onComplete: () => finish(),
       log: (...args) => log('info', args),
       getRank: () => spec.rank,
+      // Says the task is alive while it computes without emitting (a task whose progress stops is stalled).
+      progress: () => { task.ticks++; progress(); },
       getWorkerCount: () => spec.workerCount,
       setWorkerTimeout(seconds) {
         if (!(typeof seconds === 'number' && seconds > 0 && seconds <= MAX_WORKER_TIMEOUT)) {
@@ -597,7 +599,7 @@
   function start(spec, inputs) {
     if (task) return;  // one task per sandbox
     task = {
-      spec, started: clock(), emits: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
+      spec, started: clock(), emits: 0, ticks: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
       delivered: Promise.resolve(), completed: false, ended: false, finishing: null,
       lastProgress: -Infinity, progressTimer: null,
     };

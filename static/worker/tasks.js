@@ -95,7 +95,7 @@ export class TaskRunner {
     const task = {
       id: spec.taskId, spec, worker: null, ended: false, outputs: [], stores: [],
       logs: [], logBytes: 0, logLines: 0, logTimer: null,
-      progress: null, progressAt: 0, progressTimer: null, sentEmits: null,
+      progress: null, progressAt: 0, progressTimer: null, sentProgress: '',
     };
     this.tasks.set(task.id, task);
     if (this.tasks.size === 1) this.onBusy(true);
@@ -263,8 +263,8 @@ export class TaskRunner {
   }
 
   progress(task, m) {
-    if (!isCount(m.emits) || !isCount(m.bytes)) return;
-    task.progress = {emits: m.emits, bytes: m.bytes};
+    if (!isCount(m.emits) || !isCount(m.bytes) || !isCount(m.ticks ?? 0)) return;
+    task.progress = {emits: m.emits, bytes: m.bytes, ticks: m.ticks ?? 0};
     const wait = PROGRESS_MS - (Date.now() - task.progressAt);
     if (wait <= 0) this.sendProgress(task);
     else task.progressTimer ??= setTimeout(() => this.sendProgress(task), wait);
@@ -275,8 +275,9 @@ export class TaskRunner {
     task.progressTimer = null;
     const latest = task.progress;
     task.progress = null;
-    if (!latest || task.ended || latest.emits === task.sentEmits) return;
-    task.sentEmits = latest.emits;
+    const signature = latest && `${latest.emits}/${latest.bytes}/${latest.ticks}`;
+    if (!latest || task.ended || signature === task.sentProgress) return;
+    task.sentProgress = signature;
     task.progressAt = Date.now();
     this.send({type: 'task-progress', taskId: task.id, ...latest});
   }

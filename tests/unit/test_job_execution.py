@@ -199,6 +199,10 @@ def apply(run: RunExecution, task, event: TaskEvent) -> None:
         run.running(task)
     elif event is TaskEvent.FINISH:
         finish(run, task, [0, 1])
+    elif event is TaskEvent.SUPERSEDED:  # a backup attempt of the task finishes first
+        backup = run.backup(task, "w-backup")
+        run.running(backup)
+        finish(run, backup, [0, 1])
     else:
         run.retry(task, event, "why")
 
@@ -220,7 +224,9 @@ def test_every_state_and_event_pair_follows_the_table_and_illegal_ones_change_no
     # An attempt that ends another way than finishing is recorded and the task goes again as a new one.
     assert task.attempt == attempt + (1 if ended or event is TaskEvent.OUTPUT_LOST else 0)
     recorded = run.history[history:]
-    if event in OUTCOMES:
+    if event is TaskEvent.SUPERSEDED:
+        assert [(a.worker_id, a.state) for a in recorded] == [("w-backup", "done"), ("w0", "superseded")]
+    elif event in OUTCOMES:
         assert [a.state for a in recorded] == [OUTCOMES[event]]
     else:
         assert recorded == []
@@ -234,3 +240,78 @@ def test_a_waiting_task_cannot_be_retried_and_a_done_one_cannot_finish_twice():
     with pytest.raises(IllegalTransition):
         finish(run, task, [0, 1])
     assert run.groups["A"].stage_done[INPUT_STAGE] == 1  # counted once
+
+
+# ------------------------------------------------------------ speculative execution
+
+
+def map_stage_running(workers: int = 4):
+    """A run whose four map tasks are running on w0..w3 (the input is done)."""
+    run = RunExecution(1, spec("map", "reduce", workers=workers))
+    started(run, [f"w{r}" for r in range(workers)])
+    finish(run, run_ready(run)[0], list(range(workers)))
+    maps = run_ready(run)
+    return run, sorted(maps, key=lambda t: t.rank)
+
+
+def test_a_straggler_is_speculated_once_most_of_its_stage_is_done_and_the_backup_wins():
+    run, maps = map_stage_running()
+    for t in maps[:3]:
+        t.started = 100.0
+        finish(run, t, [0, 1, 2, 3])
+        t.finished = 102.0  # 2 s each
+    slow = maps[3]
+    slow.started = 100.0
+    assert not run.speculable(slow, now=102.5)  # under 1.5 x the 2 s median
+    assert run.speculable(slow, now=103.5)
+    backup = run.backup(slow, "w9", now=103.5)
+    assert backup.id == "1.A.0.3.1" and run.find(backup.id) is backup and run.find(slow.id) is slow
+    assert not run.speculable(slow, now=200)  # one backup at a time
+    run.running(backup)
+    assert run.ready() == []  # the reduces wait: the map is not done
+    superseded = run.done(backup, [Output(p, f"b{p}".ljust(64, "0"), 10, 1, {"w9"}) for p in range(4)], 1, 5)
+    assert superseded == ("1.A.0.3.0", "w3")  # the original attempt, to be stopped on its worker
+    assert (slow.state, slow.worker_id, slow.attempt) == ("done", "w9", 1)
+    assert [o.holders for o in slow.outputs] == [{"w9"}] * 4  # only the winner's output is used
+    ended = [(a.attempt, a.worker_id, a.state) for a in run.history if (a.stage, a.rank) == (0, 3)]
+    assert ended == [(1, "w9", "done"), (0, "w3", "superseded")]
+    assert len(run.ready()) == 4  # every reduce may start
+
+
+def test_when_the_original_attempt_finishes_first_the_backup_is_superseded():
+    run, maps = map_stage_running()
+    slow = maps[3]
+    slow.stalled = True  # no progress for a while: speculated whatever the others did
+    assert run.speculable(slow)
+    backup = run.backup(slow, "w9")
+    assert run.done(slow, [], 1, 5) == (backup.id, "w9")
+    assert (slow.state, slow.worker_id) == ("done", "w3") and backup not in run.active
+    assert run.find(backup.id) is None  # its late task-done finds nothing
+
+
+def test_a_backup_takes_over_when_the_original_attempts_worker_is_lost():
+    run, maps = map_stage_running()
+    slow = maps[3]
+    backup = run.backup(slow, "w9")
+    run.running(backup)
+    assert slow not in run.lose_worker("w3")  # nothing to run again: the backup goes on
+    assert (slow.state, slow.worker_id, slow.attempt) == ("running", "w9", backup.attempt)
+    assert run.find(f"1.A.0.3.{backup.attempt}") is slow
+    # And a backup whose worker is lost is dropped: the task goes on where it was.
+    other = run.backup(maps[2], "w8")
+    run.lose_worker("w8")
+    assert maps[2].state == "running" and other not in run.active and maps[2] not in run.backups
+
+
+def test_stages_that_talk_to_other_ranks_and_jobs_that_say_so_are_never_speculated():
+    peer = "async function f(x) { const s = await context.allReduce(new Float32Array(1)); }"
+    ps = "async function f(x) { await context.ps.update('w', x); }"
+    job = JobSpec(
+        stages=[StageSpec(kind="map", source=src, timeout=60) for src in (peer, ps, "async function f(x) {}")],
+        worker_count=2,
+        group_count=1,
+        input_source="async function input() { return []; }",
+    )
+    assert RunExecution(1, job).unspeculated == {0, 1}
+    job.speculation = False
+    assert RunExecution(1, job).unspeculated == {0, 1, 2}

@@ -1,0 +1,131 @@
+"""Stragglers: stalled tasks are reported, slow and stalled tasks get a backup attempt on another
+worker, the first attempt to finish wins and the other is cancelled (simulated workers; the same
+in real browsers is in tests/e2e/test_stragglers_in_browsers.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.integration.test_job_scheduling import Api, job_script, token_for
+from tests.sim_workers import SimWorker, cookie_of, finish_empty, start_workers
+from tests.support import Appliance
+
+STALL_SECONDS = 3
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory):
+    env = {"PEERMR_JOB_STALL_SECONDS": str(STALL_SECONDS)}
+    server = Appliance(tmp_path_factory.mktemp("stragglers") / "data", env=env).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def carol_client(appliance):
+    appliance.add_user("carol@example.com", "coordinator", "carol-password-1")
+    client = appliance.client()
+    client.login("carol@example.com", "carol-password-1")
+    return client
+
+
+@pytest.fixture(scope="module")
+def carol(appliance, carol_client):
+    return Api(appliance, token_for(appliance, "carol@example.com"))
+
+
+def slow_maps(seconds: float):
+    """A worker whose map tasks take ``seconds`` (everything else finishes at once)."""
+
+    async def handler(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            await asyncio.sleep(seconds)
+        await finish_empty(worker, task)
+
+    return handler
+
+
+async def stall_maps(worker: SimWorker, task: dict) -> None:
+    """A map that reports one emit, then hangs while the worker still answers pings."""
+    if task["kind"] != "map":
+        await finish_empty(worker, task)
+        return
+    await worker.send({"type": "task-progress", "taskId": task["taskId"], "emits": 1, "bytes": 10})
+    await asyncio.sleep(3600)
+
+
+def attempts(appliance: Appliance, run_id: int) -> list[tuple]:
+    return appliance.query(
+        f"SELECT stage, rank, attempt, worker_id, state FROM jobs_task WHERE run = {run_id} AND stage = 0 "
+        "ORDER BY rank, attempt"
+    )
+
+
+def log_text(carol: Api, run_id: int) -> str:
+    return carol.http.get(f"/runs/{run_id}/logs").text
+
+
+async def test_a_slow_task_gets_a_backup_attempt_that_wins(appliance, carol_client, carol):
+    cookie = cookie_of(carol_client)
+    slow = await SimWorker(appliance.url, cookie, worker_id="slow-0001", on_task=slow_maps(30)).start()
+    quick = await start_workers(appliance.url, cookie, 3)
+    try:
+        started = time.monotonic()
+        run = carol.run(carol.job(job_script(workers=4)))
+        done = await carol.wait(run["id"], timeout=25)
+        assert done["state"] == "succeeded", done
+        assert time.monotonic() - started < 20  # well before the slow map's 30 s
+        (slow_map,) = [t for t in slow.tasks if t["kind"] == "map"]
+        cancels = [m for m in slow.messages if m["type"] == "task-cancel"]
+        assert [m["taskId"] for m in cancels] == [slow_map["taskId"]]
+        rows = attempts(appliance, run["id"])
+        rank = slow_map["rank"]
+        backup_worker = next(t for t in rows if t[1] == rank and t[4] == "done")[3]
+        assert backup_worker != "slow-0001"
+        assert [(r[2], r[3], r[4]) for r in rows if r[1] == rank] == [
+            (0, "slow-0001", "superseded"),
+            (1, backup_worker, "done"),
+        ]
+        assert "is slow" in log_text(carol, run["id"])
+    finally:
+        for w in [slow, *quick]:
+            await w.close()
+
+
+async def test_a_stalled_task_is_reported_and_its_backup_finishes_the_run(appliance, carol_client, carol):
+    cookie = cookie_of(carol_client)
+    stuck = await SimWorker(appliance.url, cookie, worker_id="stuck-0001", on_task=stall_maps).start()
+    # Two workers for two ranks and one spare: the backup goes to the worker in no run first.
+    others = await start_workers(appliance.url, cookie, 2)
+    try:
+        run = carol.run(carol.job(job_script(workers=2)))
+        done = await carol.wait(run["id"], timeout=30)
+        # Equal scores: the longest connected worker gets a rank first.
+        assert any(t["kind"] == "map" for t in stuck.tasks)
+        assert done["state"] == "succeeded", done
+        log = log_text(carol, run["id"])
+        assert "is stalled: no progress for" in log and "while worker stuck-0001 still answers" in log
+        assert "a backup attempt starts on worker" in log
+        assert ("stuck-0001", "superseded") in [(r[3], r[4]) for r in attempts(appliance, run["id"])]
+    finally:
+        for w in [stuck, *others]:
+            await w.close()
+
+
+async def test_a_job_can_turn_speculation_off(appliance, carol_client, carol):
+    cookie = cookie_of(carol_client)
+    slow = await SimWorker(appliance.url, cookie, worker_id="slow-0002", on_task=slow_maps(4)).start()
+    quick = await start_workers(appliance.url, cookie, 3)
+    try:
+        run = carol.run(carol.job(job_script(workers=4, speculation="false")))
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        assert not [m for m in slow.messages if m["type"] == "task-cancel"]
+        assert all(state == "done" for *_, state in attempts(appliance, run["id"]))
+    finally:
+        for w in [slow, *quick]:
+            await w.close()
