@@ -9,7 +9,8 @@ Rules (docs/architecture.md, "Billing"):
 
 Sources (each entry's idempotency key) and where the figures come from:
 - runs (``run_ended``, on the coordinator's ``RunEnded`` event): the task attempts that
-  completed (state ``done``), their execution milliseconds as the browser reported them. A GPU run's
+  completed (state ``done``), their execution milliseconds as the browser reported them, and those
+  a backup attempt beat (``superseded``), their wall time as the coordinator saw it. A GPU run's
   milliseconds are metered as ``gpu_ms`` instead of ``cpu_ms``. One consumer entry per run and
   resource (``run:<id>:consumer:<resource>``), one provider entry per worker account
   (``run:<id>:provider:<account>:<resource>``). Dated when the run ended.
@@ -72,7 +73,8 @@ def run_entries(
     if private:
         return []  # private mode: only TURN relay bytes are billed
     resource = "gpu_ms" if gpu else "cpu_ms"
-    done = [t for t in tasks if t.state == "done" and t.cpu_ms > 0]
+    # Completed attempts, and attempts that lost a race to a backup (speculation): both were work done.
+    done = [t for t in tasks if t.state in ("done", "superseded") and t.cpu_ms > 0]
     entries = []
     consumed = sum(t.cpu_ms for t in done)
     if consumed:

@@ -172,6 +172,18 @@ async def test_a_run_bills_its_owner_and_pays_other_accounts_workers_but_not_its
     }
 
 
+async def test_an_attempt_a_backup_beat_is_metered_too(store):
+    # Speculation: the slow original and its backup both worked; the cancelled original's wall time counts.
+    tasks = [task("w-slow", 20, 9_000, "superseded"), task("w-backup", 30, 2_000), task("w-x", 30, 50, "cancelled")]
+    await meters.meter_run(11, 10, tasks, private=False, gpu=False, tz=UTC, at=MARCH)
+    totals = {(t.account, t.resource, t.side): t.quantity for t in await ledger.totals("2026-03")}
+    assert totals == {
+        (10, "cpu_ms", CONSUMER): 11_000,
+        (20, "cpu_ms", PROVIDER): 9_000,
+        (30, "cpu_ms", PROVIDER): 2_000,
+    }
+
+
 async def test_a_gpu_run_is_metered_in_gpu_milliseconds(store):
     await meters.meter_run(8, 10, [task("w", 20, 900)], private=False, gpu=True, tz=UTC, at=MARCH)
     totals = {(t.account, t.resource, t.side): t.quantity for t in await ledger.totals("2026-03")}
