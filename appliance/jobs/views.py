@@ -63,6 +63,8 @@ class StageRow:
     running: int
     emits: int
     bytes: int
+    stalled: int = 0
+    backups: int = 0
 
     @property
     def percent(self) -> int:
@@ -74,7 +76,7 @@ def progress_by_group(progress: list[StageProgress]) -> list[tuple[str, list[Sta
     groups: dict[str, list[StageRow]] = {}
     for p in sorted(progress, key=lambda p: (p.group, p.stage)):
         groups.setdefault(p.group, []).append(
-            StageRow(stage_name(p.stage, p.kind), p.total, p.done, p.running, p.emits, p.bytes)
+            StageRow(stage_name(p.stage, p.kind), p.total, p.done, p.running, p.emits, p.bytes, p.stalled, p.backups)
         )
     return list(groups.items())
 
@@ -91,7 +93,7 @@ def progress_fraction(progress: list[StageProgress]) -> float:
 class Bar:
     left: float  # percent of the timeline
     width: float
-    state: str  # done | failed | lost | cancelled | running
+    state: str  # done | failed | lost | cancelled | superseded | running
     title: str
 
 
@@ -222,8 +224,8 @@ def live_timeline(active, clock: float | None = None) -> Timeline:
         )
         for a in execution.history
     ]
-    for task in execution.all_tasks():
-        if task.state in ("staging", "running") and task.worker_id:
+    for task in execution.active:  # backup attempts included
+        if task.worker_id:
             spans.append(
                 _Span(
                     task.worker_id,

@@ -91,6 +91,9 @@ async def test_a_slow_task_gets_a_backup_attempt_that_wins(appliance, carol_clie
             (1, backup_worker, "done"),
         ]
         assert "is slow" in log_text(carol, run["id"])
+        # The run page's timeline shows both attempts.
+        page = carol_client.get(f"/ui/runs/{run['id']}").text
+        assert 'class="tl-bar tl-superseded"' in page and 'class="tl-bar tl-done"' in page
     finally:
         for w in [slow, *quick]:
             await w.close()
@@ -129,3 +132,23 @@ async def test_a_job_can_turn_speculation_off(appliance, carol_client, carol):
     finally:
         for w in [slow, *quick]:
             await w.close()
+
+
+async def test_a_stalled_task_without_a_backup_shows_on_the_run_page(appliance, carol_client, carol):
+    cookie = cookie_of(carol_client)
+    stuck = await SimWorker(appliance.url, cookie, worker_id="stuck-0002", on_task=stall_maps).start()
+    try:
+        run = carol.run(carol.job(job_script(workers=1, speculation="false")))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            page = carol_client.get(f"/ui/runs/{run['id']}").text
+            log = log_text(carol, run["id"])  # written to the store every second
+            if "1 stalled" in page and "still answers" in log:
+                break
+            await asyncio.sleep(0.5)
+        assert '<span class="stalled">· 1 stalled</span>' in page
+        assert "while worker stuck-0002 still answers" in log
+        assert carol.get(run["id"])["progress"][1]["stalled"] == 1  # the map stage, in the API too
+        carol.http.post(f"/runs/{run['id']}/cancel")
+    finally:
+        await stuck.close()
