@@ -186,6 +186,7 @@ def create_app(settings: Settings) -> Litestar:
         await coordinator.stop()
         await transfer_meter.stop()
         await reliability.stop()
+        await billing.background.cancel()
         await background.cancel()
         await run_logs.stop()
         await datanodes.stop()

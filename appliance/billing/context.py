@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from zoneinfo import ZoneInfo
 
+from appliance.background import BackgroundTasks
 from appliance.billing.stripe_gateway import StripeGateway, StripeUnavailable
 from appliance.config import Settings
 
@@ -21,6 +22,8 @@ class BillingContext:
         self.gateway = gateway
         # One settlement at a time: sending invoices and payouts, retrying one.
         self.settling = asyncio.Lock()
+        # Settlements a webhook starts after answering Stripe (cancelled when the appliance stops).
+        self.background = BackgroundTasks("billing")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BillingContext:

@@ -21,7 +21,6 @@ worker account has no Connect account that can receive payouts yet; paid once it
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from zoneinfo import ZoneInfo
@@ -433,7 +432,7 @@ async def apply_event(billing: BillingContext, event) -> str:
             obj["id"], bool(obj.get("details_submitted")), bool(obj.get("payouts_enabled"))
         )
         if account is not None and obj.get("payouts_enabled"):
-            asyncio.get_running_loop().create_task(_settle_quietly(billing))
+            billing.background.spawn(_settle_quietly(billing))
         return f"connected account {obj['id']}: payouts {'enabled' if obj.get('payouts_enabled') else 'not enabled'}"
     return "ignored"
 

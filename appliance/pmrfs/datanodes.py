@@ -18,6 +18,7 @@ import random
 
 from piccolo.query.functions.aggregate import Sum
 
+from appliance.background import BackgroundTasks
 from appliance.events import BlobsDropped, TransferFinished, WorkerJoined, WorkerLeft
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker
@@ -46,26 +47,27 @@ class DataNodes:
         self.in_flight: set[tuple[str, str]] = set()  # (sha256, target worker)
         self.uploads: dict[tuple[str, str], asyncio.Future[bytes]] = {}  # (sha256, worker) -> bytes PUT
         self.task: asyncio.Task | None = None
-        self.background: set[asyncio.Task] = set()
+        self.background = BackgroundTasks("PMRFS datanodes")
+        self._spawn = self.background.spawn
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         self.live.fetch = self.fetch_from_browsers
+        self.live.restore = self.restore_later
         self.task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        self.live.fetch = None
-        for task in [self.task, *self.background]:
-            if task:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        self.live.fetch = self.live.restore = None
+        if self.task:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        await self.background.cancel()
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.create_task(coro)
-        self.background.add(task)
-        task.add_done_callback(self.background.discard)
+    def restore_later(self, shas: list[str]) -> None:
+        """Copy these blobs back to the appliance from the browsers holding them, in the background."""
+        self._spawn(namenode.restore_appliance_copies(self.store, shas, self.live))
 
     # ------------------------------------------------------------ fleet events
 

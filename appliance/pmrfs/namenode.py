@@ -40,12 +40,14 @@ class LiveHolders:
     """The worker ids connected right now; the appliance is always live.
 
     ``fetch`` reads a blob back from a live browser replica (set by whoever runs browser datanodes, while
-    they run): it returns the verified bytes, or None when no holder could deliver them.
+    they run): it returns the verified bytes, or None when no holder could deliver them. ``restore``
+    (set likewise) copies blobs back to the appliance from their browser replicas in the background.
     """
 
     def __init__(self) -> None:
         self._live: set[str] = set()
         self.fetch: Callable[[str], Awaitable[bytes | None]] | None = None
+        self.restore: Callable[[list[str]], None] | None = None
 
     def connected(self, holder: str) -> None:
         self._live.add(holder)

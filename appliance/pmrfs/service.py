@@ -12,7 +12,6 @@ client went away) removes the files it wrote and records nothing.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import AsyncIterable, AsyncIterator
@@ -33,8 +32,6 @@ from appliance.pmrfs.tables import Blob, Bucket, ObjectBlob, Replica, StoredObje
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-# Tasks started by requests that outlive them (references kept so they are not collected).
-_background: set[asyncio.Task] = set()
 MAX_CONTENT_TYPE = 255
 
 
@@ -549,11 +546,8 @@ async def set_pinned(
         await StoredObject.update({StoredObject.pinned: pinned}).where(StoredObject.id == obj["id"])
     status = await object_status(actor, bucket, key, live)
     missing = [b.sha256 for b in status.blobs if APPLIANCE not in b.replicas]
-    if pinned and missing and live.fetch is not None:
-        # Browsers hold it but the appliance let go: fetch the copies back, in the background.
-        task = asyncio.create_task(namenode.restore_appliance_copies(store, missing, live))
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+    if pinned and missing and live.restore is not None:
+        live.restore(missing)  # browsers hold it but the appliance let go: copies come back in the background
     return ObjectInfo(
         bucket=bucket,
         key=key,

@@ -13,6 +13,7 @@ import msgspec
 from piccolo.query.functions.aggregate import Sum
 from prometheus_client import Counter, Gauge
 
+from appliance.background import BackgroundTasks
 from appliance.clock import now
 from appliance.turn.allocation import Allocation
 from appliance.turn.tables import RelayUsage
@@ -40,6 +41,7 @@ class Meter:
         self._ended: list[Allocation] = []
         self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
+        self._flushes = BackgroundTasks("TURN meter")
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -49,11 +51,12 @@ class Meter:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self._flushes.drain(5)
         await self.flush()
 
     def allocation_ended(self, allocation: Allocation) -> None:
         self._ended.append(allocation)
-        asyncio.get_running_loop().create_task(self.flush())
+        self._flushes.spawn(self.flush())
 
     async def _run(self) -> None:
         while True:

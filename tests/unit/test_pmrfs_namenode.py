@@ -120,6 +120,8 @@ async def test_release_waits_for_the_replication_factor_on_distinct_live_workers
         return pieces.get(sha)
 
     live.fetch = from_browsers
+    restores = []
+    live.restore = lambda missing: restores.append(namenode.restore_appliance_copies(store, missing, live))
     _, content = await service.open_object(owner, "data", "unpinned", store, live)
     assert b"".join([chunk async for chunk in content]) == data
 
@@ -130,7 +132,7 @@ async def test_release_waits_for_the_replication_factor_on_distinct_live_workers
     assert [b.replicas for b in status.blobs] == [[APPLIANCE, "worker-a", "worker-b"]] * 2
     assert sorted(await namenode.release_appliance_copies(store, 2, live)) == sorted(shas)
     await service.set_pinned(owner, "data", "unpinned", True, store, live)
-    await asyncio.gather(*service._background)
+    await asyncio.gather(*restores)  # what the datanodes run in the background
     assert all(store.exists(sha) for sha in shas)
     assert await namenode.release_appliance_copies(store, 2, live) == []  # pinned: the copies stay
     await service.set_pinned(owner, "data", "unpinned", False, store, live)
