@@ -38,6 +38,12 @@ class Api:
     def close(self) -> None:
         self.client.close()
 
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def fail(self, response: httpx.Response) -> CommandError:
         try:
             detail = response.json().get("detail") or response.reason_phrase

@@ -149,12 +149,17 @@ async def run_output(request: Request, run_id: FromPath[int], group: FromQuery[s
     opt=access(COORDINATOR),
     tags=TAGS,
     summary="A run's log lines as JSON lines",
-    description="Optionally one source: worker=<worker id> or worker=coordinator.",
+    description=(
+        "Optionally one source: worker=<worker id> or worker=coordinator. Each line carries its id; "
+        "after=<id> returns only the lines after it (how `peermr job logs --follow` polls)."
+    ),
 )
-async def run_logs(request: Request, run_id: FromPath[int], worker: FromQuery[str | None] = None) -> Response:
+async def run_logs(
+    request: Request, run_id: FromPath[int], worker: FromQuery[str | None] = None, after: FromQuery[int] = 0
+) -> Response:
     with api_errors():
-        lines = await service.run_logs(Actor.of(request.user), run_id, source=worker, limit=1_000_000)
-    body = b"".join(msgspec.json.encode(line) + b"\n" for _, line in lines)
+        lines = await service.run_logs(Actor.of(request.user), run_id, source=worker, after=after, limit=1_000_000)
+    body = b"".join(msgspec.json.encode({"id": log_id, **msgspec.to_builtins(line)}) + b"\n" for log_id, line in lines)
     return Response(body, media_type="application/x-ndjson")
 
 

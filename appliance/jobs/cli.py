@@ -1,16 +1,21 @@
-"""`peermr job run`: save a job script and run it on an appliance, from a terminal.
+"""`peermr job ...`: run jobs on an appliance and follow them, from a terminal.
 
-    peermr job run wordcount.js --server URL --token T [--workers N] [--private] [--wait] [--output out.jsonl]
+    peermr job run wordcount.js --server URL --token T [--workers N] [--private]
+                               [--wait [--detach]] [--output out.jsonl]
+    peermr job list | status RUN | cancel RUN | logs RUN [--follow]
 
-The job is saved under the file's name (replacing the script of a job of that name). With --wait
-a progress bar follows the run; the exit status is 0 when it succeeded and 1, with the reason,
-when it failed or was cancelled. --output writes the output as JSON lines of [key, value] (one
-file per group when the run has several: out.A.jsonl, out.B.jsonl, ...).
+`run` saves the job under the file's name (replacing the script of a job of that name) and queues
+a run; it warns when fewer eligible workers are connected than the run asks. With --wait a progress
+bar follows the run; the exit status is 0 when it succeeded and 1, with the reason, when it failed
+or was cancelled. Ctrl-C while waiting cancels the run (--detach leaves it running). --output
+writes the output as JSON lines of [key, value] (one file per group when the run has several:
+out.A.jsonl, out.B.jsonl, ...).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -19,7 +24,9 @@ from appliance.api_client import Api
 from appliance.cli import CommandError
 
 POLL_SECONDS = 0.5
+LOG_POLL_SECONDS = 1.0
 BAR_WIDTH = 30
+ENDED = ("succeeded", "failed", "cancelled")
 
 
 def _save_job(api: Api, name: str, script: str, path: Path) -> int:
@@ -119,10 +126,15 @@ def cmd_run(args: argparse.Namespace) -> None:
             overrides["privateMode"] = True
         run = api.request("POST", f"/jobs/{job_id}/runs", json=overrides).json()
         print(f"run {run['id']}: {api.server}/ui/runs/{run['id']}", file=sys.stderr)
+        if run.get("warning"):
+            print(f"warning: run {run['id']} {run['warning']}: it waits until enough are connected", file=sys.stderr)
         if not args.wait:
             print(run["id"])
             return
-        run = _wait(api, run["id"])
+        try:
+            run = _wait(api, run["id"])
+        except KeyboardInterrupt:
+            _interrupted(api, run["id"], args.detach)
         if run["state"] != "succeeded":
             raise CommandError(f"run {run['id']} {run['state']}: {run['reason'] or 'no reason given'}")
         print(f"run {run['id']} succeeded", file=sys.stderr)
@@ -132,17 +144,99 @@ def cmd_run(args: argparse.Namespace) -> None:
         api.close()
 
 
+def _interrupted(api: Api, run_id: int, detach: bool) -> None:
+    """Ctrl-C while waiting: cancel the run (a run nobody waits for is what the user asked to stop),
+    or with --detach leave it running; exit 130 either way."""
+    if detach:
+        print(f"left run {run_id} running: peermr job status {run_id}, peermr job cancel {run_id}", file=sys.stderr)
+    else:
+        run = api.request("POST", f"/runs/{run_id}/cancel").json()
+        print(f"run {run_id} {run['state']} (Ctrl-C; --detach leaves a run running)", file=sys.stderr)
+    raise SystemExit(130)
+
+
+def _when(text: str | None) -> str:
+    return text.replace("T", " ")[:19] if text else "-"
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    with Api(args) as api:
+        runs = api.request("GET", "/runs").json()[: args.limit]
+    print(f"{'RUN':>6}  {'STATE':<10} {'JOB':<24} {'QUEUED':<19}  REASON")
+    for run in runs:
+        print(
+            f"{run['id']:>6}  {run['state']:<10} {run['job_name'][:24]:<24} {_when(run['queued_at']):<19}  "
+            f"{run['reason']}".rstrip()
+        )
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    with Api(args) as api:
+        run = api.request("GET", f"/runs/{args.run}").json()
+    text, _ = _progress_line(run)
+    print(f"run {run['id']} ({run['job_name']}): {text}")
+    if run["state"] in ENDED and run["reason"]:
+        print(f"reason: {run['reason']}")
+
+
+def cmd_cancel(args: argparse.Namespace) -> None:
+    with Api(args) as api:
+        run = api.request("POST", f"/runs/{args.run}/cancel").json()
+    print(f"run {run['id']} {run['state']}")
+
+
+def _log_line(line: dict) -> str:
+    where = line["source"] + (f" {line['group']}{line['rank']}" if line.get("rank") is not None else "")
+    return f"{_when(line['at'])} {line['level']:<5} {where}: {line['text']}"
+
+
+def cmd_logs(args: argparse.Namespace) -> None:
+    with Api(args) as api:
+        after = 0
+        while True:
+            body = api.request("GET", f"/runs/{args.run}/logs", params={"after": after}).text
+            for raw in body.splitlines():
+                line = json.loads(raw)
+                after = line["id"]
+                print(_log_line(line), flush=True)
+            if not args.follow or (body == "" and api.request("GET", f"/runs/{args.run}").json()["state"] in ENDED):
+                return
+            time.sleep(LOG_POLL_SECONDS)
+
+
+def _server_args(parser) -> None:
+    parser.add_argument("--server", help="the appliance's URL (env PEERMR_SERVER)")
+    parser.add_argument("--token", help="an API token (env PEERMR_TOKEN)")
+
+
 def add_parser(sub) -> None:
     job = sub.add_parser("job", help="jobs on a running appliance").add_subparsers(
         dest="job_command", required=True, metavar="ACTION"
     )
     run = job.add_parser("run", help="save FILE.js as a job and run it")
     run.add_argument("file", metavar="FILE.js")
-    run.add_argument("--server", help="the appliance's URL (env PEERMR_SERVER)")
-    run.add_argument("--token", help="an API token (env PEERMR_TOKEN)")
+    _server_args(run)
     run.add_argument("--name", help="the job's name (default: the file's name without .js)")
     run.add_argument("--workers", type=int, help="workers per group (overrides the script's workerCount)")
     run.add_argument("--private", action="store_true", help="run only on your own account's browsers")
-    run.add_argument("--wait", action="store_true", help="follow the run; exit 1 if it does not succeed")
+    run.add_argument(
+        "--wait", action="store_true", help="follow the run; exit 1 if it does not succeed; Ctrl-C cancels it"
+    )
+    run.add_argument("--detach", action="store_true", help="with --wait: Ctrl-C leaves the run running")
     run.add_argument("--output", metavar="FILE", help="with --wait: write the output as JSON lines")
     run.set_defaults(func=cmd_run)
+    listing = job.add_parser("list", help="your recent runs, newest first")
+    _server_args(listing)
+    listing.add_argument("--limit", type=int, default=20, help="how many runs (default 20)")
+    listing.set_defaults(func=cmd_list)
+    for name, func, what in (
+        ("status", cmd_status, "a run's state, progress and reason"),
+        ("cancel", cmd_cancel, "cancel a queued or running run"),
+        ("logs", cmd_logs, "a run's log"),
+    ):
+        command = job.add_parser(name, help=what)
+        command.add_argument("run", type=int, metavar="RUN")
+        _server_args(command)
+        if name == "logs":
+            command.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
+        command.set_defaults(func=func)

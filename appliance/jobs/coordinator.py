@@ -321,6 +321,15 @@ class Coordinator:
             except Exception:
                 log.exception("scheduling round failed; retrying")
 
+    def fleet_counts(self, account_id: int) -> selection.FleetCounts:
+        present = [w for w in self.fleet.workers.values() if not w.paused]
+        return selection.FleetCounts(
+            connected=len(present),
+            idle=sum(1 for w in present if not w.busy),
+            own=sum(1 for w in present if w.account_id == account_id),
+            gpu=sum(1 for w in present if w.capabilities.gpu is not None),
+        )
+
     def capacity(self, spec: JobSpec, owner_id: int) -> tuple[int, int]:
         """Workers connected (not paused), and how many of them could run this run (busy or idle)."""
         present = [w for w in self.fleet.workers.values() if not w.paused]

@@ -2,8 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from appliance.fleet.registry import Worker
 from appliance.jobs.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class FleetCounts:
+    """The connected workers (not paused) as someone about to start a run sees them."""
+
+    connected: int
+    idle: int
+    own: int  # of the account starting the run (what private mode may use)
+    gpu: int  # with WebGPU
+
+    def describe(self) -> str:
+        if not self.connected:
+            return "No worker is connected right now: a run waits in the queue until enough are."
+        return (
+            f"Connected now: {self.connected} worker{'s' if self.connected != 1 else ''} ({self.idle} idle), "
+            f"{self.own} of them yours (all private mode may use), {self.gpu} with WebGPU."
+        )
 
 
 def meets_gpu(worker: Worker, spec: JobSpec) -> bool:

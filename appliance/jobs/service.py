@@ -17,7 +17,7 @@ from appliance.accounts.tables import User
 from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
-from appliance.jobs import codecs
+from appliance.jobs import codecs, selection
 from appliance.jobs.access import run_row
 from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.sandbox_policy import allowed_origins, disallowed_urls
@@ -90,6 +90,9 @@ class RunInfo(msgspec.Struct, frozen=True):
     # 1 for the head of the queue, while queued.
     queue_position: int | None = None
     progress: list[StageProgress] = []
+    # When the run was started: what it asks against what is connected, when there are too few
+    # eligible workers ("asks 8, 3 connected, 2 eligible with WebGPU").
+    warning: str = ""
 
 
 def _check_name(name: str) -> str:
@@ -243,7 +246,8 @@ async def start_run(
     ).returning(Run.id)
     run_id = inserted[0]["id"]
     coordinator.enqueue(run_id, actor.user_id, spec)
-    return await get_run(actor, run_id, coordinator)
+    warning = selection.capacity_note(spec, *coordinator.capacity(spec, actor.user_id))
+    return msgspec.structs.replace(await get_run(actor, run_id, coordinator), warning=warning)
 
 
 async def _check_cloud_storage(actor: Actor, spec: JobSpec, appliance_origin: str, keys: cloud.CloudKeys) -> None:

@@ -169,6 +169,7 @@ async def _editor(
         runs=runs,
         run_form=_run_form_of(job.spec) if job else None,
         run_error=None,
+        fleet=_coordinator(request).fleet_counts(request.user.user_id),
         summary=views.stages_summary,
         **context,
     )
@@ -238,7 +239,8 @@ async def delete_job(request: Request, job_id: FromPath[int]) -> Response:
 async def run_form_page(request: Request, job_id: FromPath[int]) -> Template:
     """The run dialog as a page of its own (the editor opens it as a <dialog> when scripts run)."""
     job = await _job(request, job_id)
-    return page(request, "jobs/run.html", job=job, run_form=_run_form_of(job.spec), run_error=None)
+    fleet = _coordinator(request).fleet_counts(request.user.user_id)
+    return page(request, "jobs/run.html", job=job, run_form=_run_form_of(job.spec), run_error=None, fleet=fleet)
 
 
 @post(f"{JOBS}/{{job_id:int}}/runs", opt=access(COORDINATOR), include_in_schema=False)
@@ -253,10 +255,15 @@ async def start_run(
     except NotFound as exc:
         raise NotFoundException(str(exc)) from None
     except ServiceError as exc:
+        fleet = _coordinator(request).fleet_counts(request.user.user_id)
+        context = {"job": job, "run_form": data, "run_error": str(exc), "fleet": fleet}
         if is_htmx(request):
             # Answered with 200 so htmx swaps the form (with its message) into the dialog.
-            return page(request, "jobs/_run_form.html", job=job, run_form=data, run_error=str(exc))
-        return page(request, "jobs/run.html", status_code=exc.status, job=job, run_form=data, run_error=str(exc))
+            return page(request, "jobs/_run_form.html", **context)
+        return page(request, "jobs/run.html", status_code=exc.status, **context)
+    if run.warning:
+        message = f"Run {run.id} of {job.name} queued, but it {run.warning}: it waits until enough are connected."
+        return _hx_redirect(request, f"{RUNS}/{run.id}", message, "warning")
     return _hx_redirect(request, f"{RUNS}/{run.id}", f"Run {run.id} of {job.name} queued.")
 
 

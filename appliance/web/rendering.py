@@ -13,7 +13,7 @@ from litestar.response import Redirect, Template
 from appliance.web.navigation import nav_for
 
 FLASH_COOKIE = "peermr_flash"
-LEVELS = {"info", "success", "error"}
+LEVELS = {"info", "success", "warning", "error"}
 
 
 def _encode(messages: list[tuple[str, str]]) -> str:

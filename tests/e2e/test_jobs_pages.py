@@ -149,7 +149,7 @@ def test_the_run_dialog_starts_a_run_and_the_run_page_follows_it(page: Page, app
     expect(page).to_have_url(re.compile(r"/ui/runs/\d+$"))
     state = page.locator("#run-state")
     expect(state).to_have_text("queued")
-    expect(page.locator("#run-wait")).to_contain_text("needs 2 idle workers, 0 eligible")
+    expect(page.locator("#run-wait")).to_contain_text("asks 2, 0 connected, 0 eligible")
     expect(page.locator("#log-lines")).to_contain_text("queued: needs 2 worker(s)")
 
     # Workers join: the polled fragment shows the run succeed without a reload.

@@ -214,7 +214,12 @@ def test_the_run_dialog_is_prefilled_and_its_values_reach_the_run(people, api):
     run_id = start_run(
         cora, job_id, worker_count="2", group_count="3", private_mode="true", save_intermediate_output="", seed="42"
     )
-    assert ("success", f"Run {run_id} of dialog queued.") in flashes(cora.get(f"/ui/runs/{run_id}").text)
+    # No browser is connected: queued, with a warning that says what it asks and what there is.
+    assert (
+        "warning",
+        f"Run {run_id} of dialog queued, but it asks 6, 0 connected, 0 eligible of the run's own account "
+        "(private mode): it waits until enough are connected.",
+    ) in flashes(cora.get(f"/ui/runs/{run_id}").text)
     spec = api.get(f"/runs/{run_id}").json()["spec"]
     assert (spec["workerCount"], spec["groupCount"], spec["privateMode"], spec["saveIntermediateOutput"]) == (
         2,
@@ -269,11 +274,11 @@ def test_a_queued_run_says_why_it_waits_and_can_be_cancelled(people):
     while True:
         page = cora.get(f"/ui/runs/{run_id}").text
         # The scheduler states its reason within a second; the log writer flushes once a second.
-        waiting = "needs 4 idle workers, 0 eligible" in page and "queued: needs 4 worker(s)" in page
+        waiting = "asks 4, 0 connected, 0 eligible" in page and "queued: needs 4 worker(s)" in page
         if waiting or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert "needs 4 idle workers, 0 eligible" in page
+    assert "asks 4, 0 connected, 0 eligible" in page
     assert re.search(r'id="run-state">queued<', page)
     assert "Position 1 in the queue" in page
     # It is watched live: the fragment polls once a second while the run is queued.

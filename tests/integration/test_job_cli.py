@@ -1,0 +1,135 @@
+"""`peermr job ...` against a real appliance with simulated workers: the submit-time warning, Ctrl-C
+cancelling (or, with --detach, leaving) the run it waits for, and list / status / cancel / logs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.test_job_scheduling import Api, job_script, token_for
+from tests.sim_workers import cookie_of, start_workers
+
+
+@pytest.fixture(scope="module")
+def carol_client(appliance):
+    appliance.add_user("carol@example.com", "coordinator", "carol-password-1")
+    client = appliance.client()
+    client.login("carol@example.com", "carol-password-1")
+    return client
+
+
+@pytest.fixture(scope="module")
+def token(appliance, carol_client):
+    return token_for(appliance, "carol@example.com")
+
+
+@pytest.fixture(scope="module")
+def carol(appliance, token):
+    return Api(appliance, token)
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "noop.js"
+    path.write_text(job_script(workers=2))
+    return path
+
+
+def job(appliance, token, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PEERMR_SERVER": appliance.url, "PEERMR_TOKEN": token}
+    return subprocess.run(
+        [sys.executable, "-m", "appliance", "job", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def waiting_cli(appliance, token, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PEERMR_SERVER": appliance.url, "PEERMR_TOKEN": token}
+    return subprocess.Popen(
+        [sys.executable, "-m", "appliance", "job", "run", *args, "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def interrupt_once_queued(cli: subprocess.Popen, carol: Api) -> tuple[int, str]:
+    """Ctrl-C the waiting CLI once its run is queued; its exit status and what it printed."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not [r for r in carol.http.get("/runs").json() if r["state"] == "queued"]:
+        time.sleep(0.2)
+    time.sleep(1)  # the CLI is polling by now
+    cli.send_signal(signal.SIGINT)
+    _, stderr = cli.communicate(timeout=30)
+    return cli.returncode, stderr
+
+
+def test_ctrl_c_cancels_the_run_it_waits_for_after_warning_of_too_few_workers(appliance, token, carol, script):
+    cli = waiting_cli(appliance, token, str(script))
+    status, stderr = interrupt_once_queued(cli, carol)
+    assert status == 130
+    assert "warning: run" in stderr and "asks 2, 0 connected, 0 eligible: it waits until enough are connected" in stderr
+    run_id = int(stderr.split("run ", 1)[1].split(":", 1)[0])
+    assert f"run {run_id} cancelled (Ctrl-C; --detach leaves a run running)" in stderr
+    assert carol.get(run_id)["state"] == "cancelled"
+
+
+def test_with_detach_ctrl_c_leaves_the_run_queued(appliance, token, carol, script):
+    cli = waiting_cli(appliance, token, str(script), "--detach")
+    status, stderr = interrupt_once_queued(cli, carol)
+    assert status == 130
+    run_id = int(stderr.split("run ", 1)[1].split(":", 1)[0])
+    assert f"left run {run_id} running: peermr job status {run_id}, peermr job cancel {run_id}" in stderr
+    assert carol.get(run_id)["state"] == "queued"
+
+    status = job(appliance, token, "status", str(run_id))
+    assert status.returncode == 0 and status.stdout.startswith(f"run {run_id} (noop): queued (#1): asks 2")
+    listed = job(appliance, token, "list")
+    assert listed.returncode == 0
+    assert [line.split()[:3] for line in listed.stdout.splitlines()[1:3]] == [
+        [str(run_id), "queued", "noop"],
+        [str(run_id - 1), "cancelled", "noop"],
+    ]
+    cancelled = job(appliance, token, "cancel", str(run_id))
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"run {run_id} cancelled"
+    again = job(appliance, token, "cancel", str(run_id))
+    assert again.returncode == 1 and again.stderr.startswith("peermr: ")
+    missing = job(appliance, token, "status", "999999")
+    assert (missing.returncode, missing.stderr) == (1, "peermr: no run 999999\n")
+
+
+async def test_logs_follow_prints_each_line_once_until_the_run_ends(appliance, token, carol, carol_client):
+    workers = await start_workers(appliance.url, cookie_of(carol_client), 2)
+    try:
+        run = carol.run(carol.job(job_script(workers=2), name="logged"))
+        follow = await asyncio.to_thread(job, appliance, token, "logs", str(run["id"]), "--follow")
+        assert follow.returncode == 0, follow.stderr
+        assert carol.get(run["id"])["state"] == "succeeded"
+        lines = follow.stdout.splitlines()
+        assert "coordinator: queued: needs 2 worker(s)" in lines[0]
+        assert lines[-1].endswith("coordinator: succeeded")
+        assert len(lines) == len(set(lines))  # nothing printed twice while polling
+        plain = await asyncio.to_thread(job, appliance, token, "logs", str(run["id"]))
+        assert plain.stdout.splitlines() == lines
+    finally:
+        for w in workers:
+            await w.close()
+
+
+def test_the_api_and_the_run_dialog_warn_of_too_few_workers(appliance, carol, carol_client):
+    job_id = carol.job(job_script(workers=3), name="big")
+    run = carol.run(job_id)
+    assert run["warning"] == "asks 3, 0 connected, 0 eligible"
+    carol.http.post(f"/runs/{run['id']}/cancel")
+    dialog = carol_client.get(f"/ui/jobs/{job_id}/run").text
+    assert "No worker is connected right now: a run waits in the queue until enough are." in dialog
+    started = carol_client.form(f"/ui/jobs/{job_id}/runs", {"worker_count": "3", "group_count": "1"})
+    assert started.status_code == 303
+    page = carol_client.get(started.headers["location"]).text
+    assert "flash-warning" in page and "but it asks 3, 0 connected, 0 eligible" in page
