@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from appliance import __version__
-from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, ConfigError, Settings, load_settings
+from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings, load_settings
+from appliance.errors import ServiceError
 
 
-class CommandError(Exception):
-    """Reported as `peermr: <message>` with exit status 1."""
+class CommandError(ServiceError):
+    """Reported as `peermr: <message>` with exit status 1, like any ServiceError a command raises."""
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -76,10 +77,7 @@ def cmd_user_add(args: argparse.Namespace) -> None:
     elif sys.stdin.isatty():
         password = getpass.getpass("Password (empty to generate one): ") or None
     _prepare_database(settings)
-    try:
-        account, generated = asyncio.run(users.create_user(args.email, args.role, password))
-    except users.AccountError as exc:
-        raise CommandError(str(exc)) from exc
+    account, generated = asyncio.run(users.create_user(args.email, args.role, password))
     print(f"Created {account.role} {account.email}.")
     if generated:
         print(f"One-time password: {generated}  (to be changed at first sign-in)")
@@ -102,17 +100,14 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
-    from appliance.fleet.runner import RunnerError, run_workers
+    from appliance.fleet.runner import run_workers
 
     token = args.token or os.environ.get("PEERMR_TOKEN", "")
     server = args.server or os.environ.get("PEERMR_SERVER", "")
     if not server or not token:
         raise CommandError("--server and --token are required (or PEERMR_SERVER and PEERMR_TOKEN)")
     data_dir = Path(args.data_dir or os.environ.get("PEERMR_DATA_DIR") or DEFAULT_DATA_DIR)
-    try:
-        run_workers(server, token, args.count, args.chromium, data_dir)
-    except RunnerError as exc:
-        raise CommandError(str(exc)) from exc
+    run_workers(server, token, args.count, args.chromium, data_dir)
 
 
 def cmd_version(args: argparse.Namespace) -> None:
@@ -183,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (CommandError, ConfigError) as exc:
+    except ServiceError as exc:
         print(f"peermr: {exc}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:

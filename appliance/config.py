@@ -18,14 +18,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 
+from appliance.errors import ServiceError
+
 ENV_PREFIX = "PEERMR_"
 CONFIG_FILE_NAME = "peermr.toml"
 DEFAULT_DATA_DIR = "./peermr-data"
 WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
 
 
-class ConfigError(Exception):
-    """A setting is malformed; the message says which and why."""
+class ConfigError(ServiceError):
+    """A setting is malformed; the message says which and why (`peermr` prints it and exits)."""
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):

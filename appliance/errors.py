@@ -1,6 +1,10 @@
-"""Refusals a domain's service functions raise; routes turn them into their HTTP status.
+"""Refusals a domain's service functions raise, and the one way each surface shows them.
 
-The message is written for people and shown as it is (in JSON errors and on pages).
+The message is written for people and shown as it is: the REST API answers JSON with ``status``
+(and ``extra``), the dashboard shows it on the page or as a flash message, and the `peermr`
+command prints ``peermr: <message>`` and exits with status 1 (appliance/web/errors.py and
+appliance/cli.py do the mapping). Exceptions that steer control flow inside a domain (a STUN
+error response, an illegal task transition) are not refusals and do not derive from these.
 """
 
 
@@ -29,6 +33,14 @@ class Conflict(ServiceError):
 
 class TooLarge(ServiceError):
     status = 413
+
+
+class Gone(ServiceError):
+    status = 410
+
+
+class TooManyRequests(ServiceError):
+    status = 429
 
 
 class Unavailable(ServiceError):

@@ -21,6 +21,8 @@ from appliance.accounts.forms import (
 from appliance.accounts.tables import Role
 from appliance.accounts.users import AccountError
 from appliance.config import Settings
+from appliance.errors import ServiceError
+from appliance.web.errors import refusal
 from appliance.web.rendering import is_htmx, page, redirect
 
 ROLES = [r.value for r in Role]
@@ -56,7 +58,7 @@ async def accounts_page(request: Request) -> Template:
 async def create_account(request: Request, data: Form[NewAccountForm]) -> Template:
     try:
         account, generated = await users.create_user(data.email, data.role, data.password or None)
-    except AccountError as exc:
+    except ServiceError as exc:
         return await _accounts_page(request, status_code=400, error=str(exc), form=data)
     return await _accounts_page(request, created={"account": account, "password": generated})
 
@@ -69,24 +71,12 @@ async def _row_or_redirect(request: Request, account: users.Account, message: st
     return redirect("/ui/admin/accounts", message)
 
 
-async def _refuse(request: Request, exc: AccountError) -> Response:
-    if is_htmx(request):
-        # htmx does not swap error responses; say it where the page shows messages.
-        return page(
-            request,
-            "_flash_oob.html",
-            flashes=[("error", str(exc))],
-            status_code=200,
-        )
-    return redirect("/ui/admin/accounts", str(exc), "error")
-
-
 @post("/ui/admin/accounts/{user_id:int}/role", opt=access(ADMIN), include_in_schema=False)
 async def change_role(request: Request, user_id: FromPath[int], data: Form[RoleForm]) -> Response:
     try:
         account = await users.set_role(user_id, data.role)
-    except AccountError as exc:
-        return await _refuse(request, exc)
+    except ServiceError as exc:
+        return refusal(request, exc, "/ui/admin/accounts")
     return await _row_or_redirect(request, account, f"{account.email} is now {account.role}.")
 
 
@@ -94,8 +84,8 @@ async def change_role(request: Request, user_id: FromPath[int], data: Form[RoleF
 async def change_active(request: Request, user_id: FromPath[int], data: Form[ActiveForm]) -> Response:
     try:
         account = await users.set_active(user_id, data.active == "true")
-    except AccountError as exc:
-        return await _refuse(request, exc)
+    except ServiceError as exc:
+        return refusal(request, exc, "/ui/admin/accounts")
     state = "enabled" if account.active else "disabled and signed out"
     return await _row_or_redirect(request, account, f"{account.email} is {state}.")
 
@@ -104,8 +94,8 @@ async def change_active(request: Request, user_id: FromPath[int], data: Form[Act
 async def reset_password(request: Request, user_id: FromPath[int]) -> Response:
     try:
         account, password = await users.reset_password(user_id)
-    except AccountError as exc:
-        return await _refuse(request, exc)
+    except ServiceError as exc:
+        return refusal(request, exc, "/ui/admin/accounts")
     return await _row_or_redirect(request, account, "", password=password)
 
 
@@ -151,7 +141,7 @@ async def create_enrolment(
             lifetime=dt.timedelta(hours=_parse_int(data.valid_hours, "The validity")),
             max_uses=_parse_int(data.max_uses, "The number of uses", optional=True),
         )
-    except AccountError as exc:
+    except ServiceError as exc:
         return await _enrolment_page(request, settings, status_code=400, error=str(exc))
     return await _enrolment_page(request, settings, created={"link": link, "url": f"{settings.base_url}/enrol/{token}"})
 
@@ -160,7 +150,7 @@ async def create_enrolment(
 async def revoke_enrolment(request: Request, link_id: FromPath[int]) -> Response:
     try:
         link = await enrolment.revoke(link_id)
-    except AccountError as exc:
+    except ServiceError as exc:
         return redirect("/ui/admin/enrolment", str(exc), "error")
     if is_htmx(request):
         return page(request, "accounts/admin/_link_row.html", link=link)

@@ -11,6 +11,7 @@ from appliance.accounts.sessions import Principal
 from appliance.accounts.tables import ApiToken
 from appliance.accounts.users import AccountError
 from appliance.clock import now
+from appliance.errors import NotFound
 
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 MAX_TOKENS_PER_USER = 50
@@ -63,7 +64,7 @@ async def revoke(user_id: int, token_id: int) -> TokenInfo:
     )
     row = await ApiToken.select(*_FIELDS).where((ApiToken.id == token_id) & (ApiToken.user == user_id)).first()
     if row is None:
-        raise AccountError("No such token.")
+        raise NotFound("No such token.")
     return TokenInfo(**row)
 
 

@@ -41,7 +41,7 @@ async def enrol_page(request: Request, token: FromPath[str]) -> Template:
     try:
         link = await enrolment.peek(token)
     except enrolment.EnrolmentRefused as exc:
-        return page(request, "accounts/enrol.html", status_code=410, error=str(exc), link=None, token=None)
+        return page(request, "accounts/enrol.html", status_code=exc.status, error=str(exc), link=None, token=None)
     return page(request, "accounts/enrol.html", error=None, link=link, token=token)
 
 
@@ -50,7 +50,7 @@ async def enrol(request: Request, token: FromPath[str], settings: NamedDependenc
     try:
         link = await enrolment.redeem(token)
     except enrolment.EnrolmentRefused as exc:
-        return page(request, "accounts/enrol.html", status_code=410, error=str(exc), link=None, token=None)
+        return page(request, "accounts/enrol.html", status_code=exc.status, error=str(exc), link=None, token=None)
     return await _start_worker_session(request, link.account_id, settings, Redirect(path="/worker", status_code=303))
 
 

@@ -10,6 +10,7 @@ from appliance.accounts import credentials
 from appliance.accounts.tables import EnrolmentLink, User
 from appliance.accounts.users import AccountError
 from appliance.clock import now
+from appliance.errors import Gone, NotFound
 
 MAX_LIFETIME = dt.timedelta(days=365)
 
@@ -37,7 +38,7 @@ class LinkInfo(msgspec.Struct, frozen=True):
         return "active"
 
 
-class EnrolmentRefused(Exception):
+class EnrolmentRefused(Gone):
     """The link cannot be used; the message says why, without naming the account."""
 
 
@@ -86,7 +87,7 @@ async def create(
 async def get(link_id: int) -> LinkInfo:
     row = await EnrolmentLink.select(*_FIELDS).where(EnrolmentLink.id == link_id).first()
     if row is None:
-        raise AccountError("No such enrolment link.")
+        raise NotFound("No such enrolment link.")
     return LinkInfo(**row)
 
 

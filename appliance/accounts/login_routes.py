@@ -13,6 +13,7 @@ from appliance.accounts import sessions, throttle, users
 from appliance.accounts.auth import PUBLIC, SESSION_COOKIE, USER, access, client_address
 from appliance.accounts.forms import Form, LoginForm, PasswordForm, safe_next
 from appliance.config import Settings
+from appliance.errors import ServiceError
 from appliance.web.rendering import page, redirect
 
 GENERIC_FAILURE = "That email and password do not match an active account."
@@ -38,7 +39,7 @@ async def login(request: Request, data: Form[LoginForm], settings: NamedDependen
             email, client, settings.login_max_failures, dt.timedelta(minutes=settings.login_window_minutes)
         )
     except throttle.Throttled as exc:
-        return refuse(str(exc), 429)
+        return refuse(str(exc), exc.status)
     account = await users.check_credentials(email, data.password) if email and data.password else None
     if account is None:
         await throttle.record_failure(email, client)
@@ -95,7 +96,7 @@ async def change_password(request: Request, data: Form[PasswordForm]) -> Respons
             await users.change_password(
                 principal.user_id, data.current_password, data.new_password, keep_session_hash=principal.credential_hash
             )
-        except users.AccountError as exc:
+        except ServiceError as exc:
             error = str(exc)
     if error:
         return page(request, "accounts/password.html", status_code=400, error=error)

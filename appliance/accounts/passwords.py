@@ -5,6 +5,8 @@ import asyncio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from appliance.errors import InvalidRequest
+
 MIN_PASSWORD_LENGTH = 10
 MAX_PASSWORD_LENGTH = 256
 
@@ -13,7 +15,7 @@ _hasher = PasswordHasher()  # argon2id, RFC 9106 low-memory profile
 _DUMMY_HASH = _hasher.hash("peermr-timing-equaliser")
 
 
-class WeakPassword(ValueError):
+class WeakPassword(InvalidRequest):
     pass
 
 

@@ -12,12 +12,13 @@ import math
 
 from appliance.accounts.tables import LoginFailure
 from appliance.clock import now
+from appliance.errors import TooManyRequests
 
 # A client address may fail this many times more than one email before it is refused.
 CLIENT_FACTOR = 4
 
 
-class Throttled(Exception):
+class Throttled(TooManyRequests):
     def __init__(self, retry_after: dt.timedelta):
         minutes = max(1, math.ceil(retry_after.total_seconds() / 60))
         self.retry_after = retry_after

@@ -9,7 +9,7 @@ from litestar.response import Response, Template
 from appliance.accounts import api_tokens
 from appliance.accounts.auth import USER, access
 from appliance.accounts.forms import Form, TokenForm
-from appliance.accounts.users import AccountError
+from appliance.errors import ServiceError
 from appliance.web.rendering import is_htmx, page, redirect
 
 
@@ -28,8 +28,8 @@ async def tokens_page(request: Request) -> Template:
 async def create_token(request: Request, data: Form[TokenForm]) -> Template:
     try:
         _, token = await api_tokens.create(request.user.user_id, data.name)
-    except AccountError as exc:
-        return await _render(request, status_code=400, error=str(exc))
+    except ServiceError as exc:
+        return await _render(request, status_code=exc.status, error=str(exc))
     # Rendered directly, not redirected: the token is shown this once and never stored in the clear.
     return await _render(request, new_token=token)
 
@@ -38,8 +38,8 @@ async def create_token(request: Request, data: Form[TokenForm]) -> Template:
 async def revoke_token(request: Request, token_id: FromPath[int]) -> Response:
     try:
         info = await api_tokens.revoke(request.user.user_id, token_id)
-    except AccountError as exc:
-        return await _render(request, status_code=404, error=str(exc))
+    except ServiceError as exc:
+        return await _render(request, status_code=exc.status, error=str(exc))
     if is_htmx(request):
         return await _render(request)
     return redirect("/ui/tokens", f"Token “{info.name}” is revoked.")

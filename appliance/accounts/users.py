@@ -9,15 +9,16 @@ import msgspec
 from piccolo.query.functions.aggregate import Count
 
 from appliance.accounts import credentials
-from appliance.accounts.passwords import WeakPassword, check_strength, hash_password, verify_password
+from appliance.accounts.passwords import check_strength, hash_password, verify_password
 from appliance.accounts.tables import Role, Session, User
 from appliance.clock import now
+from appliance.errors import InvalidRequest, NotFound
 
 # Deliberately loose: one @, no spaces, a dot in the domain. Delivery is not our concern.
 EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 
 
-class AccountError(ValueError):
+class AccountError(InvalidRequest):
     """A request about accounts that cannot be honoured; the message is shown to the user."""
 
 
@@ -50,13 +51,6 @@ def check_role(role: str) -> str:
     return role
 
 
-def _require_strong(password: str) -> None:
-    try:
-        check_strength(password)
-    except WeakPassword as exc:
-        raise AccountError(str(exc)) from exc
-
-
 def _account(row: dict) -> Account:
     return Account(
         id=row["id"],
@@ -80,7 +74,7 @@ async def create_user(email: str, role: str, password: str | None = None) -> tup
     if password is None:
         password = generated = credentials.new_password()
     else:
-        _require_strong(password)
+        check_strength(password)
     pw_hash = await hash_password(password)
     async with User._meta.db.transaction():
         if await User.exists().where(User.email == email):
@@ -170,7 +164,7 @@ async def change_password(user_id: int, current: str, new: str, keep_session_has
         raise AccountError("The current password is not right.")
     if new == current:
         raise AccountError("Choose a password different from the current one.")
-    _require_strong(new)
+    check_strength(new)
     pw_hash = await hash_password(new)
     async with User._meta.db.transaction():
         await User.update({User.password_hash: pw_hash, User.must_change_password: False}).where(User.id == user_id)
@@ -193,7 +187,7 @@ async def check_credentials(email: str, password: str) -> Account | None:
 async def _require(user_id: int) -> Account:
     account = await get(user_id)
     if account is None:
-        raise AccountError("No such account.")
+        raise NotFound("No such account.")
     return account
 
 

@@ -21,6 +21,8 @@ from urllib.parse import quote
 
 import httpx
 
+from appliance.errors import ServiceError
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = [
     "--headless",
@@ -37,8 +39,8 @@ CHROMIUM_FLAGS = [
 MAX_BACKOFF = 60.0
 
 
-class RunnerError(Exception):
-    pass
+class RunnerError(ServiceError):
+    """Workers cannot be started; `peermr worker` prints why."""
 
 
 def find_chromium(explicit: str | None) -> str:

@@ -17,7 +17,6 @@ from appliance.config import Settings
 from appliance.jobs import parameters, service
 from appliance.jobs.outputs import cloud_reader, json_lines
 from appliance.jobs.service import JobInfo, RunInfo
-from appliance.web.errors import api_errors
 
 TAGS = ["jobs"]
 
@@ -50,8 +49,7 @@ def _coordinator(request: Request):
     "evaluate (a syntax error, no start(jobRunner)) is refused with 400 and its line and column.",
 )
 async def create_job(request: Request, data: JSONBody[JobIn]) -> JobInfo:
-    with api_errors():
-        return await service.create_job(Actor.of(request.user), data.name, data.script)
+    return await service.create_job(Actor.of(request.user), data.name, data.script)
 
 
 @get("/api/v1/jobs", opt=access(COORDINATOR), tags=TAGS, summary="Your jobs (an admin sees all)")
@@ -61,14 +59,12 @@ async def list_jobs(request: Request) -> list[JobInfo]:
 
 @get("/api/v1/jobs/{job_id:int}", opt=access(COORDINATOR), tags=TAGS, summary="A job with its script and spec")
 async def get_job(request: Request, job_id: FromPath[int]) -> JobInfo:
-    with api_errors():
-        return await service.get_job(Actor.of(request.user), job_id)
+    return await service.get_job(Actor.of(request.user), job_id)
 
 
 @put("/api/v1/jobs/{job_id:int}", opt=access(COORDINATOR), tags=TAGS, summary="Rename a job or replace its script")
 async def update_job(request: Request, job_id: FromPath[int], data: JSONBody[JobUpdate]) -> JobInfo:
-    with api_errors():
-        return await service.update_job(Actor.of(request.user), job_id, data.name, data.script)
+    return await service.update_job(Actor.of(request.user), job_id, data.name, data.script)
 
 
 @delete(
@@ -79,8 +75,7 @@ async def update_job(request: Request, job_id: FromPath[int], data: JSONBody[Job
     summary="Delete a job (its runs stay)",
 )
 async def delete_job(request: Request, job_id: FromPath[int]) -> None:
-    with api_errors():
-        await service.delete_job(Actor.of(request.user), job_id)
+    await service.delete_job(Actor.of(request.user), job_id)
 
 
 @post(
@@ -98,10 +93,9 @@ async def start_run(
     settings: NamedDependency[Settings],
     data: JSONBody[dict[str, Any] | None] = None,
 ) -> RunInfo:
-    with api_errors():
-        return await service.start_run(
-            Actor.of(request.user), job_id, data or {}, _coordinator(request), settings, appliance_origin(request)
-        )
+    return await service.start_run(
+        Actor.of(request.user), job_id, data or {}, _coordinator(request), settings, appliance_origin(request)
+    )
 
 
 @get("/api/v1/runs", opt=access(COORDINATOR), tags=TAGS, summary="Recent runs (an admin sees all)")
@@ -116,14 +110,12 @@ async def list_runs(request: Request, job: FromQuery[int | None] = None) -> list
     summary="A run: state, reason, queue position and progress per group and stage",
 )
 async def get_run(request: Request, run_id: FromPath[int]) -> RunInfo:
-    with api_errors():
-        return await service.get_run(Actor.of(request.user), run_id, _coordinator(request))
+    return await service.get_run(Actor.of(request.user), run_id, _coordinator(request))
 
 
 @post("/api/v1/runs/{run_id:int}/cancel", opt=access(COORDINATOR), tags=TAGS, summary="Cancel a queued or running run")
 async def cancel_run(request: Request, run_id: FromPath[int]) -> RunInfo:
-    with api_errors():
-        return await service.cancel_run(Actor.of(request.user), run_id, _coordinator(request))
+    return await service.cancel_run(Actor.of(request.user), run_id, _coordinator(request))
 
 
 @get(
@@ -135,12 +127,11 @@ async def cancel_run(request: Request, run_id: FromPath[int]) -> RunInfo:
 )
 async def run_output(request: Request, run_id: FromPath[int], group: FromQuery[str] = "A") -> Stream:
     actor = Actor.of(request.user)
-    with api_errors():
-        state = request.app.state
-        records = service.run_output(
-            actor, run_id, group, state.store, await cloud_reader(actor, run_id, state.cloud_keys)
-        )
-        first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
+    state = request.app.state
+    records = service.run_output(
+        actor, run_id, group, state.store, await cloud_reader(actor, run_id, state.cloud_keys)
+    )
+    first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
     return Stream(json_lines(first, records), media_type="application/x-ndjson")
 
 
@@ -157,8 +148,7 @@ async def run_output(request: Request, run_id: FromPath[int], group: FromQuery[s
 async def run_logs(
     request: Request, run_id: FromPath[int], worker: FromQuery[str | None] = None, after: FromQuery[int] = 0
 ) -> Response:
-    with api_errors():
-        lines = await service.run_logs(Actor.of(request.user), run_id, source=worker, after=after, limit=1_000_000)
+    lines = await service.run_logs(Actor.of(request.user), run_id, source=worker, after=after, limit=1_000_000)
     body = b"".join(msgspec.json.encode({"id": log_id, **msgspec.to_builtins(line)}) + b"\n" for log_id, line in lines)
     return Response(body, media_type="application/x-ndjson")
 
@@ -171,8 +161,7 @@ async def run_logs(
     description="Group, key, dtype, length and version of each value the run left (kept when it ends).",
 )
 async def run_parameters(request: Request, run_id: FromPath[int]) -> list[parameters.ParameterInfo]:
-    with api_errors():
-        return await parameters.list_parameters(Actor.of(request.user), run_id)
+    return await parameters.list_parameters(Actor.of(request.user), run_id)
 
 
 @get(
@@ -185,8 +174,7 @@ async def run_parameters(request: Request, run_id: FromPath[int]) -> list[parame
 async def run_parameter(
     request: Request, run_id: FromPath[int], group: FromPath[str], key: FromPath[str], format: FromQuery[str] = "raw"
 ) -> Response:
-    with api_errors():
-        dtype, data = await parameters.parameter_value(Actor.of(request.user), run_id, group, key.lstrip("/"))
+    dtype, data = await parameters.parameter_value(Actor.of(request.user), run_id, group, key.lstrip("/"))
     return parameters.download(run_id, group, key, dtype, data, format)
 
 

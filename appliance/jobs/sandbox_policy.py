@@ -12,11 +12,8 @@ from urllib.parse import urlsplit
 
 from appliance.clock import now
 from appliance.config import Settings, parse_origins
+from appliance.errors import InvalidRequest
 from appliance.jobs.tables import SandboxPolicy
-
-
-class PolicyError(ValueError):
-    pass
 
 
 async def admin_origins() -> str:
@@ -32,7 +29,7 @@ async def save_admin_origins(text: str) -> None:
     try:
         origins = parse_origins(text)
     except ValueError as exc:
-        raise PolicyError(str(exc)) from None
+        raise InvalidRequest(str(exc)) from None
     value = ", ".join(origins)
     async with SandboxPolicy._meta.db.transaction():
         if await SandboxPolicy.exists():

@@ -42,16 +42,6 @@ OVERRIDABLE = {
 }
 
 
-class ScriptRefused(InvalidRequest):
-    """The script does not evaluate to a job; ``line`` and ``column`` point at the problem."""
-
-    def __init__(self, error: ScriptError):
-        super().__init__(str(error))
-        self.line = error.line
-        self.column = error.column
-        self.extra = {"line": error.line, "column": error.column}
-
-
 class JobInfo(msgspec.Struct, frozen=True):
     id: int
     name: str
@@ -104,13 +94,6 @@ def _check_name(name: str) -> str:
     return name
 
 
-async def _spec_of(script: str) -> JobSpec:
-    try:
-        return await extract_spec_async(script)
-    except ScriptError as exc:
-        raise ScriptRefused(exc) from None
-
-
 def _may_run_jobs(actor: Actor) -> None:
     if not actor.is_coordinator:
         raise Forbidden("Only coordinators and admins run jobs.")
@@ -149,7 +132,7 @@ async def _job_row(actor: Actor, job_id: int) -> dict:
 async def create_job(actor: Actor, name: str, script: str) -> JobInfo:
     _may_run_jobs(actor)
     name = _check_name(name)
-    spec = await _spec_of(script)
+    spec = await extract_spec_async(script)
     t = now()
     inserted = await Job.insert(
         Job(
@@ -171,7 +154,7 @@ async def update_job(actor: Actor, job_id: int, name: str | None, script: str | 
         values[Job.name] = _check_name(name)
     if script is not None:
         values[Job.script] = script
-        values[Job.spec] = msgspec.json.encode(await _spec_of(script)).decode()
+        values[Job.spec] = msgspec.json.encode(await extract_spec_async(script)).decode()
     await Job.update(values).where(Job.id == row["id"])
     return await get_job(actor, job_id)
 

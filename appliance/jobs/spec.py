@@ -45,6 +45,7 @@ from py_mini_racer import (
     init_mini_racer,
 )
 
+from appliance.errors import InvalidRequest
 from appliance.jobs.sandbox_policy import is_appliance_path
 
 log = logging.getLogger(__name__)
@@ -115,15 +116,17 @@ class JobSpec(msgspec.Struct, rename="camel", kw_only=True):
     input_content_type: ContentType = "application/json"
 
 
-class ScriptError(Exception):
+class ScriptError(InvalidRequest):
     """A job script that does not evaluate to a valid job. ``line`` and ``column`` (1-based) refer
-    to the job script itself; either may be None when the problem has no single place."""
+    to the job script itself; either may be None when the problem has no single place. The API
+    gives them to clients as ``extra``; the editor marks the line."""
 
     def __init__(self, message: str, line: int | None = None, column: int | None = None):
         super().__init__(message, line, column)
         self.message = message
         self.line = line
         self.column = column
+        self.extra = {"line": line, "column": column}
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}" if self.line is not None else self.message

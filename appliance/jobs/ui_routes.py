@@ -15,7 +15,6 @@ from typing import Annotated
 import msgspec
 from litestar import Request, get, post
 from litestar.di import NamedDependency
-from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response, Stream, Template
 
@@ -27,8 +26,9 @@ from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.jobs import parameters, service, views
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
-from appliance.jobs.sandbox_policy import PolicyError, save_admin_origins
-from appliance.jobs.service import JobInfo, RunInfo, ScriptRefused
+from appliance.jobs.sandbox_policy import save_admin_origins
+from appliance.jobs.service import JobInfo, RunInfo
+from appliance.jobs.spec import ScriptError
 from appliance.resources import templates_dir
 from appliance.turn import routes as turn_routes
 from appliance.web.rendering import is_htmx, page, redirect
@@ -132,7 +132,7 @@ async def jobs_page(request: Request) -> Template:
     )
 
 
-def _error_location(script: str, exc: ScriptRefused) -> dict:
+def _error_location(script: str, exc: ScriptError) -> dict:
     lines = script.splitlines()
     line = exc.line if exc.line and 1 <= exc.line <= max(len(lines), 1) else None
     return {
@@ -148,12 +148,11 @@ async def _editor(
     *,
     name: str,
     script: str,
-    status_code: int = 200,
-    error: str | None = None,
-    refused: ScriptRefused | None = None,
+    refused: ServiceError | None = None,
 ) -> Template:
+    """The editor; ``refused`` is why the script was not saved (a ScriptError marks its line)."""
     context: dict = {"error_line": None, "error_column": None, "error_source": ""}
-    if refused is not None:
+    if isinstance(refused, ScriptError):
         context = _error_location(script, refused)
     runs: list[RunInfo] = []
     if job is not None:
@@ -161,11 +160,11 @@ async def _editor(
     return page(
         request,
         "jobs/editor.html",
-        status_code=status_code,
+        status_code=refused.status if refused else 200,
         job=job,
         name=name,
         script=script,
-        error=error,
+        error=str(refused) if refused else None,
         runs=runs,
         run_form=_run_form_of(job.spec) if job else None,
         run_error=None,
@@ -184,20 +183,13 @@ async def new_job(request: Request) -> Template:
 async def create_job(request: Request, data: Form[JobForm]) -> Response:
     try:
         job = await service.create_job(_actor(request), data.name, data.script)
-    except ScriptRefused as exc:
-        return await _editor(
-            request, None, name=data.name, script=data.script, status_code=400, error=str(exc), refused=exc
-        )
     except ServiceError as exc:
-        return await _editor(request, None, name=data.name, script=data.script, status_code=exc.status, error=str(exc))
+        return await _editor(request, None, name=data.name, script=data.script, refused=exc)
     return redirect(f"{JOBS}/{job.id}", f"Job {job.name} saved.")
 
 
 async def _job(request: Request, job_id: int) -> JobInfo:
-    try:
-        return await service.get_job(_actor(request), job_id)
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    return await service.get_job(_actor(request), job_id)
 
 
 @get(f"{JOBS}/{{job_id:int}}", opt=access(COORDINATOR), include_in_schema=False)
@@ -211,24 +203,15 @@ async def save_job(request: Request, job_id: FromPath[int], data: Form[JobForm])
     job = await _job(request, job_id)
     try:
         saved = await service.update_job(_actor(request), job_id, data.name, data.script)
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
-    except ScriptRefused as exc:
-        return await _editor(
-            request, job, name=data.name, script=data.script, status_code=400, error=str(exc), refused=exc
-        )
     except ServiceError as exc:
-        return await _editor(request, job, name=data.name, script=data.script, status_code=exc.status, error=str(exc))
+        return await _editor(request, job, name=data.name, script=data.script, refused=exc)
     return redirect(f"{JOBS}/{job_id}", f"Job {saved.name} saved.")
 
 
 @post(f"{JOBS}/{{job_id:int}}/delete", opt=access(COORDINATOR), include_in_schema=False)
 async def delete_job(request: Request, job_id: FromPath[int]) -> Response:
     job = await _job(request, job_id)
-    try:
-        await service.delete_job(_actor(request), job_id)
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    await service.delete_job(_actor(request), job_id)
     return _hx_redirect(request, JOBS, f"Job {job.name} deleted; its runs stay under Runs.")
 
 
@@ -252,8 +235,6 @@ async def start_run(
         run = await service.start_run(
             _actor(request), job_id, _overrides(data), _coordinator(request), settings, appliance_origin(request)
         )
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
     except ServiceError as exc:
         fleet = _coordinator(request).fleet_counts(request.user.user_id)
         context = {"job": job, "run_form": data, "run_error": str(exc), "fleet": fleet}
@@ -292,10 +273,7 @@ async def runs_table(request: Request) -> Template:
 
 
 async def _run(request: Request, run_id: int) -> RunInfo:
-    try:
-        return await service.get_run(_actor(request), run_id, _coordinator(request))
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    return await service.get_run(_actor(request), run_id, _coordinator(request))
 
 
 def _group(run: RunInfo, group: str) -> str:
@@ -316,8 +294,6 @@ async def _output_context(request: Request, run: RunInfo, settings: Settings, gr
             actor, run.id, group, state.store, await cloud_reader(actor, run.id, state.cloud_keys)
         )
         context["output"] = await views.output_page(records, group, max(1, page_number))
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
     except ServiceError as exc:
         context["output_error"] = str(exc)
     return context
@@ -466,8 +442,8 @@ async def _download_output(request: Request, run_id: int, group: str, settings: 
             actor, run_id, group, state.store, await cloud_reader(actor, run_id, state.cloud_keys)
         )
         first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    except NotFound:
+        raise  # the 404 page
     except ServiceError as exc:
         return redirect(f"{RUNS}/{run.id}", str(exc), "error")
     return Stream(
@@ -495,10 +471,7 @@ async def download_csv(
 async def download_parameter(
     request: Request, run_id: FromPath[int], group: FromPath[str], key: FromPath[str], format: FromQuery[str] = "raw"
 ) -> Response:
-    try:
-        dtype, data = await parameters.parameter_value(_actor(request), run_id, group, key.lstrip("/"))
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    dtype, data = await parameters.parameter_value(_actor(request), run_id, group, key.lstrip("/"))
     return parameters.download(run_id, group, key, dtype, data, format)
 
 
@@ -507,8 +480,8 @@ async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDep
     try:
         run = await service.cancel_run(_actor(request), run_id, _coordinator(request))
         message, level = f"Run {run_id} cancelled.", "success"
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    except NotFound:
+        raise  # the 404 page
     except ServiceError as exc:
         run = await _run(request, run_id)
         message, level = str(exc), "error"
@@ -531,7 +504,7 @@ async def save_fetch_origins(
 ) -> Response:
     try:
         await save_admin_origins(data.origins)
-    except PolicyError as exc:
+    except ServiceError as exc:
         sandbox = await views.sandbox_settings(settings, form=data.origins, error=str(exc))
         return await turn_routes._settings_page(request, settings, status_code=400, sandbox=sandbox)
     return redirect("/ui/admin/settings", "Allowed fetch origins saved; they apply to runs started from now on.")

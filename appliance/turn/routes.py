@@ -16,7 +16,8 @@ from appliance.accounts.forms import Form
 from appliance.config import Settings
 from appliance.jobs.views import sandbox_settings
 from appliance.turn.metering import live_rows, totals_since
-from appliance.turn.service import PeerRulesError, TurnService
+from appliance.errors import ServiceError
+from appliance.turn.service import TurnService
 from appliance.web.rendering import page, redirect
 
 
@@ -96,8 +97,8 @@ async def settings_page(request: Request, settings: NamedDependency[Settings]) -
 async def save_settings(request: Request, data: Form[PeerRulesForm], settings: NamedDependency[Settings]) -> Response:
     try:
         await _turn(request).save_rules(data.allowed, data.denied)
-    except PeerRulesError as exc:
-        return await _settings_page(request, settings, status_code=400, error=str(exc), form=data)
+    except ServiceError as exc:
+        return await _settings_page(request, settings, status_code=exc.status, error=str(exc), form=data)
     return redirect("/ui/admin/settings", "Relay peer rules saved; they apply to new permissions at once.")
 
 

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from appliance.clock import now
 from appliance.config import Settings, parse_cidrs
+from appliance.errors import InvalidRequest
 from appliance.turn import credentials
 from appliance.turn.metering import Meter
 from appliance.turn.policy import PeerPolicy, own_addresses
@@ -14,10 +15,6 @@ from appliance.turn.server import TurnServer
 from appliance.turn.tables import PeerRules
 
 log = logging.getLogger(__name__)
-
-
-class PeerRulesError(ValueError):
-    pass
 
 
 class TurnService:
@@ -67,7 +64,7 @@ class TurnService:
         try:
             policy = self._build_policy(allowed, denied)
         except ValueError as exc:
-            raise PeerRulesError(str(exc)) from None
+            raise InvalidRequest(str(exc)) from None
         values = {PeerRules.allowed: allowed.strip(), PeerRules.denied: denied.strip(), PeerRules.updated_at: now()}
         async with PeerRules._meta.db.transaction():
             if await PeerRules.exists():

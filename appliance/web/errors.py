@@ -1,4 +1,10 @@
-"""Error responses: JSON for the API, pages for people, a sign-in redirect for the anonymous."""
+"""Error responses: JSON for the API, pages for people, a sign-in redirect for the anonymous.
+
+A domain's refusal (a ServiceError) is mapped here once for every route: the API answers JSON with
+its status, message and ``extra``; a page answers the 404 or 403 page, or the message. A page that
+shows a refusal in place of its own (a form shown again with the message) catches it itself;
+``refusal`` is the one way to show it as a flash message.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from appliance.accounts.auth import API_PREFIX, PasswordChangeRequired
 from appliance.errors import ServiceError
-from appliance.web.rendering import is_htmx, page
+from appliance.web.rendering import is_htmx, page, redirect
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +34,8 @@ CSRF_FAILURE = "CSRF token verification failed"
 
 @contextmanager
 def api_errors() -> Iterator[None]:
-    """A domain's refusal as the API's JSON error, with its status (and ``extra``, e.g. a script's line)."""
-    try:
-        yield
-    except ServiceError as exc:
-        raise HTTPException(status_code=exc.status, detail=str(exc), extra=exc.extra) from None
+    """Kept for routes that still wrap their calls; ``service_error`` maps every ServiceError the same way."""
+    yield
 
 
 def _wants_json(request: Request) -> bool:
@@ -68,7 +71,7 @@ def forbidden(request: Request, exc: PermissionDeniedException) -> Response:
         detail = "This form has expired or came from another site. Go back, reload the page and try again."
     if _wants_json(request):
         return _json(403, detail)
-    return page(request, "errors/403.html", status_code=403, detail=detail)
+    return page(request, "errors/refused.html", status_code=403, title="Not allowed", detail=detail)
 
 
 def not_found(request: Request, exc: NotFoundException) -> Response:
@@ -95,6 +98,27 @@ def password_change_required(request: Request, exc: PasswordChangeRequired) -> R
     return Redirect(path=location, status_code=303)
 
 
+def refusal(request: Request, exc: ServiceError, back: str) -> Response:
+    """A refusal as a flash message: htmx gets it where the page shows messages (200, since htmx does
+    not swap error responses); a plain form post is sent back to ``back`` with it."""
+    if is_htmx(request):
+        return page(request, "_flash_oob.html", flashes=[("error", str(exc))])
+    return redirect(back, str(exc), "error")
+
+
+def service_error(request: Request, exc: ServiceError) -> Response:
+    """A refusal no route showed itself: JSON for the API, else the 404 or 403 page, or the message."""
+    if _wants_json(request):
+        return http_error(request, HTTPException(status_code=exc.status, detail=str(exc), extra=exc.extra))
+    if exc.status == 404:
+        return not_found(request, NotFoundException(str(exc)))
+    if exc.status == 403:
+        return forbidden(request, PermissionDeniedException(str(exc)))
+    if is_htmx(request):
+        return page(request, "_flash_oob.html", flashes=[("error", str(exc))])
+    return page(request, "errors/refused.html", status_code=exc.status, title="Not possible", detail=str(exc))
+
+
 def server_error(request: Request, exc: Exception) -> Response:
     log.exception("error serving %s %s", request.method, request.url.path, exc_info=exc)
     if _wants_json(request):
@@ -108,5 +132,6 @@ EXCEPTION_HANDLERS = {
     NotFoundException: not_found,
     PasswordChangeRequired: password_change_required,
     HTTPException: http_error,
+    ServiceError: service_error,
     Exception: server_error,
 }
