@@ -9,7 +9,7 @@ import os
 
 import httpx
 
-from appliance.cli import CommandError
+from appliance.commands import CommandError
 
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 

@@ -11,17 +11,12 @@ import sys
 from pathlib import Path
 
 from appliance import __version__
-from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings, load_settings
+from appliance.billing import cli as billing_cli
+from appliance.commands import CommandError, command_settings
+from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings
 from appliance.errors import ServiceError
-
-
-class CommandError(ServiceError):
-    """Reported as `peermr: <message>` with exit status 1, like any ServiceError a command raises."""
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    flags = {name: getattr(args, name, None) for name in ("data_dir", "host", "port", "turn_port", "public_url")}
-    return load_settings(flags)
+from appliance.jobs import cli as jobs_cli
+from appliance.pmrfs import cli as pmrfs_cli
 
 
 def _prepare_database(settings: Settings) -> None:
@@ -37,7 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from appliance.app import create_app
     from appliance.fleet.protocol import MAX_BINARY_FRAME
 
-    settings = _settings(args)
+    settings = command_settings(args)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
     print(f"PeerMR Appliance {__version__}: data in {settings.data_path}", flush=True)
@@ -59,7 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 def cmd_migrate(args: argparse.Namespace) -> None:
     from appliance import db
 
-    settings = _settings(args)
+    settings = command_settings(args)
     db.configure(settings)
     applied = asyncio.run(db.migrate())
     print(f"Applied {len(applied)} migration(s)." if applied else "The database is up to date.")
@@ -68,7 +63,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_user_add(args: argparse.Namespace) -> None:
     from appliance.accounts import users
 
-    settings = _settings(args)
+    settings = command_settings(args)
     password = None
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
@@ -86,7 +81,7 @@ def cmd_user_add(args: argparse.Namespace) -> None:
 def cmd_token_create(args: argparse.Namespace) -> None:
     from appliance.accounts import api_tokens, users
 
-    settings = _settings(args)
+    settings = command_settings(args)
     _prepare_database(settings)
 
     async def create() -> str:
@@ -160,10 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--chromium", help="path of the Chromium executable (default: found on the PATH)")
     _data_dir_flag(worker)
     worker.set_defaults(func=cmd_worker)
-
-    from appliance.billing import cli as billing_cli
-    from appliance.jobs import cli as jobs_cli
-    from appliance.pmrfs import cli as pmrfs_cli
 
     pmrfs_cli.add_parser(sub)
     jobs_cli.add_parser(sub)

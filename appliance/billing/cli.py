@@ -72,13 +72,13 @@ def cmd_bill(args: argparse.Namespace) -> None:
     from appliance import db
     from appliance.billing.context import BillingContext
     from appliance.billing.settlement import BillingError
-    from appliance.cli import CommandError, _settings
+    from appliance.commands import CommandError, command_settings
 
     try:
         periods.check(args.period)
     except periods.PeriodError as exc:
         raise CommandError(str(exc)) from exc
-    settings = _settings(args)
+    settings = command_settings(args)
     db.configure(settings)
     billing = BillingContext.from_settings(settings)
 

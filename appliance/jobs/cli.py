@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from appliance.api_client import Api
-from appliance.cli import CommandError
+from appliance.commands import CommandError
 
 POLL_SECONDS = 0.5
 LOG_POLL_SECONDS = 1.0

@@ -23,7 +23,7 @@ import urllib.parse
 from pathlib import Path
 
 from appliance.api_client import Api
-from appliance.cli import CommandError
+from appliance.commands import CommandError
 
 CHUNK = 1024 * 1024
 
