@@ -74,7 +74,7 @@ from appliance.scheduler import create_scheduler
 from appliance.secret_keys import load_or_create_secrets
 from appliance.turn import routes as turn_routes
 from appliance.turn.service import TurnService
-from appliance.web import ops, pages
+from appliance.web import ops, pages, settings_routes
 from appliance.web.errors import EXCEPTION_HANDLERS
 from appliance.web.formatting import register_filters
 from appliance.web.security_headers import SecurityHeadersMiddleware
@@ -86,6 +86,7 @@ ROUTE_HANDLERS = [
     *ops.ROUTES,
     *api_routes.ROUTES,
     *pages.ROUTES,
+    *settings_routes.ROUTES,
     *login_routes.ROUTES,
     *token_routes.ROUTES,
     *admin_routes.ROUTES,

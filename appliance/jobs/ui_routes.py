@@ -19,18 +19,16 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response, Stream, Template
 
 from appliance.accounts.actor import Actor
-from appliance.accounts.auth import ADMIN, COORDINATOR, access
+from appliance.accounts.auth import COORDINATOR, access
 from appliance.accounts.forms import Form
 from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.jobs import parameters, service, views
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
-from appliance.jobs.sandbox_policy import save_admin_origins
 from appliance.jobs.service import JobInfo, RunInfo
 from appliance.jobs.spec import ScriptError
 from appliance.resources import templates_dir
-from appliance.turn import routes as turn_routes
 from appliance.web.rendering import is_htmx, page, redirect
 
 JOBS = "/ui/jobs"
@@ -491,25 +489,6 @@ async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDep
     return redirect(f"{RUNS}/{run_id}", message, level)
 
 
-# -- admin: the sandbox's fetch origins -------------------------------------------------------
-
-
-class OriginsForm(msgspec.Struct):
-    origins: str = ""
-
-
-@post("/ui/admin/settings/fetch-origins", opt=access(ADMIN), include_in_schema=False)
-async def save_fetch_origins(
-    request: Request, data: Form[OriginsForm], settings: NamedDependency[Settings]
-) -> Response:
-    try:
-        await save_admin_origins(data.origins)
-    except ServiceError as exc:
-        sandbox = await views.sandbox_settings(settings, form=data.origins, error=str(exc))
-        return await turn_routes._settings_page(request, settings, status_code=400, sandbox=sandbox)
-    return redirect("/ui/admin/settings", "Allowed fetch origins saved; they apply to runs started from now on.")
-
-
 ROUTES = [
     jobs_page,
     new_job,
@@ -530,5 +509,4 @@ ROUTES = [
     download_csv,
     download_parameter,
     cancel_run,
-    save_fetch_origins,
 ]

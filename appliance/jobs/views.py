@@ -15,9 +15,7 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
-from appliance.config import Settings, parse_origins
 from appliance.jobs.execution import INPUT_STAGE
-from appliance.jobs.sandbox_policy import admin_origins
 from appliance.jobs.service import RunInfo, StageProgress, TaskInfo
 from appliance.jobs.spec import JobSpec
 from appliance.jobs.tables import RunLog
@@ -343,19 +341,3 @@ async def output_page(records: AsyncIterator, group: str, page: int) -> OutputPa
     finally:
         await records.aclose()
     return OutputPage(group, page, rows, has_next)
-
-
-# -- admin settings ---------------------------------------------------------------------------
-
-
-async def sandbox_settings(settings: Settings, *, form: str | None = None, error: str | None = None) -> dict:
-    """The Settings page's section on the origins job code may fetch from."""
-    try:
-        fixed = parse_origins(settings.fetch_origins)
-    except ValueError:
-        fixed = [settings.fetch_origins]
-    return {
-        "fixed": fixed,
-        "origins": form if form is not None else "\n".join(parse_origins(await admin_origins())),
-        "error": error,
-    }

@@ -1,4 +1,6 @@
-"""TURN pages: live allocations and monthly totals, the peer rules, and ICE servers for worker browsers."""
+"""TURN pages: live allocations and monthly totals, and ICE servers for worker browsers.
+
+The peer rules are edited on Admin → Settings (web/settings_routes.py)."""
 
 from __future__ import annotations
 
@@ -6,19 +8,16 @@ import datetime as dt
 from zoneinfo import ZoneInfo
 
 import msgspec
-from litestar import Request, get, post
+from litestar import Request, get
 from litestar.di import NamedDependency
-from litestar.response import Response, Template
+from litestar.response import Template
 
 from appliance.accounts import users
 from appliance.accounts.auth import ADMIN, WORKER_BROWSER, access
-from appliance.accounts.forms import Form
 from appliance.config import Settings
-from appliance.jobs.views import sandbox_settings
 from appliance.turn.metering import live_rows, totals_since
-from appliance.errors import ServiceError
 from appliance.turn.service import TurnService
-from appliance.web.rendering import page, redirect
+from appliance.web.rendering import page
 
 
 def _turn(request: Request) -> TurnService:
@@ -67,41 +66,6 @@ async def turn_live(request: Request) -> Template:
     return page(request, "turn/_live.html", **await _live_context(request))
 
 
-class PeerRulesForm(msgspec.Struct):
-    allowed: str = ""
-    denied: str = ""
-
-
-async def _settings_page(request: Request, settings: Settings, *, status_code=200, error=None, form=None, sandbox=None):
-    """The admin Settings page; ``sandbox`` is the jobs section's state (jobs/ui_routes.py saves it)."""
-    allowed, denied = await _turn(request).rules()
-    return page(
-        request,
-        "turn/settings.html",
-        status_code=status_code,
-        error=error,
-        allowed=form.allowed if form else allowed,
-        denied=form.denied if form else denied,
-        env_allowed=settings.turn_allowed_peers,
-        env_denied=settings.turn_denied_peers,
-        sandbox=sandbox or await sandbox_settings(settings),
-    )
-
-
-@get("/ui/admin/settings", opt=access(ADMIN), include_in_schema=False)
-async def settings_page(request: Request, settings: NamedDependency[Settings]) -> Template:
-    return await _settings_page(request, settings)
-
-
-@post("/ui/admin/settings", opt=access(ADMIN), include_in_schema=False)
-async def save_settings(request: Request, data: Form[PeerRulesForm], settings: NamedDependency[Settings]) -> Response:
-    try:
-        await _turn(request).save_rules(data.allowed, data.denied)
-    except ServiceError as exc:
-        return await _settings_page(request, settings, status_code=exc.status, error=str(exc), form=data)
-    return redirect("/ui/admin/settings", "Relay peer rules saved; they apply to new permissions at once.")
-
-
 class IceServersOut(msgspec.Struct):
     iceServers: list[dict]  # noqa: N815 - the RTCConfiguration field name
     ttl: int
@@ -115,4 +79,4 @@ async def worker_ice_servers(request: Request, settings: NamedDependency[Setting
     )
 
 
-ROUTES = [turn_page, turn_live, settings_page, save_settings, worker_ice_servers]
+ROUTES = [turn_page, turn_live, worker_ice_servers]
