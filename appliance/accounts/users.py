@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 
 import msgspec
 from piccolo.query.functions.aggregate import Count
@@ -97,6 +98,20 @@ async def create_user(email: str, role: str, password: str | None = None) -> tup
 async def get(user_id: int) -> Account | None:
     row = await User.select(*_FIELDS).where(User.id == user_id).first()
     return _account(row) if row else None
+
+
+async def emails(account_ids: Iterable[int]) -> dict[int, str]:
+    """The email of each of these accounts, in one query; an account that does not exist has no entry."""
+    ids = sorted(set(account_ids))
+    if not ids:
+        return {}
+    rows = await User.select(User.id, User.email).where(User.id.is_in(ids))
+    return {r["id"]: r["email"] for r in rows}
+
+
+async def email_of(account_id: int) -> str | None:
+    """The account's email, or None if there is no such account."""
+    return (await emails([account_id])).get(account_id)
 
 
 async def get_by_email(email: str) -> Account | None:

@@ -45,9 +45,9 @@ async def _bill(args: argparse.Namespace, billing: BillingContext) -> str:
         lines.append(f"Dry run: {args.period} is already closed; its statements (nothing was written).")
     else:
         lines.append(f"{args.period} {'closed now' if result.closed_now else 'was already closed'}.")
+    emails = await users.emails(s.account for s in result.statements)
     for s in result.statements:
-        user = await users.get(s.account)
-        who = user.email if user else f"account {s.account}"
+        who = emails.get(s.account, f"account {s.account}")
         kind = "invoice" if s.kind == CONSUMER else "payout"
         lines.append(f"\n{who}: {kind} {service.format_money(s.total, s.currency)}")
         for line in s.lines:

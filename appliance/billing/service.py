@@ -268,12 +268,8 @@ async def statements_csv(
     from appliance.accounts import users
 
     found = found if found is not None else await statements.stored(period, account=account)
-    emails = {}
+    emails = await users.emails(s.account for s in found)
     states = {}
-    for s in found:
-        if s.account not in emails:
-            user = await users.get(s.account)
-            emails[s.account] = user.email if user else ""
     for info in await invoices(account, period):
         states[(CONSUMER, info.account, info.period)] = info.state
     for info in await payouts(account, period):
@@ -289,7 +285,7 @@ async def statements_csv(
                 [
                     s.period,
                     s.account,
-                    emails[s.account],
+                    emails.get(s.account, ""),
                     "invoice" if s.kind == CONSUMER else "payout",
                     line.resource if line else "",
                     line.quantity if line else 0,

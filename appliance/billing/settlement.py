@@ -227,8 +227,7 @@ async def _update_payout(payout_id: int, **values) -> None:
 async def _email(account: int) -> str | None:
     from appliance.accounts import users
 
-    found = await users.get(account)
-    return found.email if found else None
+    return await users.email_of(account)
 
 
 async def _customer(stripe: StripeGateway, account: int) -> str:

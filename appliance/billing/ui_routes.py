@@ -145,14 +145,14 @@ async def _statement(request: Request, statement_id: int) -> StatementInfo:
 
 
 async def _statement_context(request: Request, found: StatementInfo) -> dict:
-    account = await users.get(found.account)
+    email = await users.email_of(found.account)
     if found.kind == CONSUMER:
         settled = (await service.invoices(found.account, found.period)) or [None]
     else:
         settled = (await service.payouts(found.account, found.period)) or [None]
     return {
         "statement": found,
-        "email": account.email if account else f"deleted account {found.account}",
+        "email": email or f"deleted account {found.account}",
         "settled": settled[0],
         "title": "Invoice statement" if found.kind == CONSUMER else "Payout statement",
         **_common(request),

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 
 import msgspec
 
+from appliance.accounts import users
 from appliance.accounts.actor import Actor
-from appliance.accounts.tables import User
 from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
@@ -99,14 +99,6 @@ def _may_run_jobs(actor: Actor) -> None:
         raise Forbidden("Only coordinators and admins run jobs.")
 
 
-async def _emails(ids) -> dict[int, str]:
-    ids = sorted(set(ids))
-    if not ids:
-        return {}
-    rows = await User.select(User.id, User.email).where(User.id.is_in(ids))
-    return {r["id"]: r["email"] for r in rows}
-
-
 # -- jobs ------------------------------------------------------------------------------------
 
 
@@ -161,7 +153,7 @@ async def update_job(actor: Actor, job_id: int, name: str | None, script: str | 
 
 async def get_job(actor: Actor, job_id: int) -> JobInfo:
     row = await _job_row(actor, job_id)
-    return _job_info(row, await _emails([row["owner"]]), with_script=True)
+    return _job_info(row, await users.emails([row["owner"]]), with_script=True)
 
 
 async def list_jobs(actor: Actor) -> list[JobInfo]:
@@ -169,7 +161,7 @@ async def list_jobs(actor: Actor) -> list[JobInfo]:
     if not actor.is_admin:
         query = query.where(Job.owner == actor.user_id)
     rows = await query
-    emails = await _emails(r["owner"] for r in rows)
+    emails = await users.emails(r["owner"] for r in rows)
     return [_job_info(r, emails, with_script=False) for r in rows]
 
 
@@ -275,7 +267,7 @@ def _run_info(row: dict, emails: dict[int, str], coordinator: Coordinator) -> Ru
 
 async def get_run(actor: Actor, run_id: int, coordinator: Coordinator) -> RunInfo:
     row = await run_row(actor, run_id)
-    return _run_info(row, await _emails([row["owner"]]), coordinator)
+    return _run_info(row, await users.emails([row["owner"]]), coordinator)
 
 
 async def list_runs(
@@ -287,7 +279,7 @@ async def list_runs(
     if job_id is not None:
         query = query.where(Run.job == job_id)
     rows = await query
-    emails = await _emails(r["owner"] for r in rows)
+    emails = await users.emails(r["owner"] for r in rows)
     return [_run_info(r, emails, coordinator) for r in rows]
 
 

@@ -104,11 +104,9 @@ async def _bucket_row(actor: Actor, name: str) -> dict:
 
 
 async def _owner_emails(owner_ids) -> dict[int, str]:
-    emails = {}
-    for owner_id in set(owner_ids):
-        account = await users.get(owner_id)
-        emails[owner_id] = account.email if account else f"account {owner_id}"
-    return emails
+    owner_ids = set(owner_ids)
+    found = await users.emails(owner_ids)
+    return {owner_id: found.get(owner_id, f"account {owner_id}") for owner_id in owner_ids}
 
 
 async def _bucket_infos(rows: list[dict]) -> list[BucketInfo]:

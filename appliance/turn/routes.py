@@ -25,11 +25,11 @@ def _turn(request: Request) -> TurnService:
 
 
 async def _emails(account_ids) -> dict[str, str]:
-    emails = {}
-    for account_id in set(account_ids):
-        account = await users.get(int(account_id)) if account_id.isdigit() else None
-        emails[account_id] = account.email if account else f"account {account_id}"
-    return emails
+    """Emails by the account ids TURN usernames carry (strings)."""
+    account_ids = set(account_ids)
+    found = await users.emails(int(a) for a in account_ids if a.isdigit())
+    by_text = {str(account_id): email for account_id, email in found.items()}
+    return {a: by_text.get(a, f"account {a}") for a in account_ids}
 
 
 def month_start(timezone: str) -> dt.datetime:
