@@ -15,6 +15,7 @@ from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
 from appliance.config import Settings
 from appliance.jobs import parameters, service
+from appliance.jobs.access import coordinator_of
 from appliance.jobs.outputs import cloud_reader, json_lines
 from appliance.jobs.service import JobInfo, RunInfo
 
@@ -33,10 +34,6 @@ class JobUpdate(msgspec.Struct, forbid_unknown_fields=True):
 
 def appliance_origin(request: Request) -> str:
     return f"{request.url.scheme}://{request.url.netloc}"
-
-
-def _coordinator(request: Request):
-    return request.app.state.coordinator
 
 
 @post(
@@ -94,13 +91,13 @@ async def start_run(
     data: JSONBody[dict[str, Any] | None] = None,
 ) -> RunInfo:
     return await service.start_run(
-        Actor.of(request.user), job_id, data or {}, _coordinator(request), settings, appliance_origin(request)
+        Actor.of(request.user), job_id, data or {}, coordinator_of(request), settings, appliance_origin(request)
     )
 
 
 @get("/api/v1/runs", opt=access(COORDINATOR), tags=TAGS, summary="Recent runs (an admin sees all)")
 async def list_runs(request: Request, job: FromQuery[int | None] = None) -> list[RunInfo]:
-    return await service.list_runs(Actor.of(request.user), _coordinator(request), job_id=job)
+    return await service.list_runs(Actor.of(request.user), coordinator_of(request), job_id=job)
 
 
 @get(
@@ -110,12 +107,12 @@ async def list_runs(request: Request, job: FromQuery[int | None] = None) -> list
     summary="A run: state, reason, queue position and progress per group and stage",
 )
 async def get_run(request: Request, run_id: FromPath[int]) -> RunInfo:
-    return await service.get_run(Actor.of(request.user), run_id, _coordinator(request))
+    return await service.get_run(Actor.of(request.user), run_id, coordinator_of(request))
 
 
 @post("/api/v1/runs/{run_id:int}/cancel", opt=access(COORDINATOR), tags=TAGS, summary="Cancel a queued or running run")
 async def cancel_run(request: Request, run_id: FromPath[int]) -> RunInfo:
-    return await service.cancel_run(Actor.of(request.user), run_id, _coordinator(request))
+    return await service.cancel_run(Actor.of(request.user), run_id, coordinator_of(request))
 
 
 @get(

@@ -19,6 +19,7 @@ from litestar.response import Response
 
 from appliance import __version__
 from appliance.accounts.auth import WORKER_BROWSER, access
+from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.coordinator import Active
 from appliance.jobs.sandbox_policy import content_security_policy, origin_of
@@ -46,7 +47,7 @@ def sandbox_script(run: Active) -> str:
 
 @get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
 async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
-    coordinator = request.app.state.coordinator
+    coordinator = coordinator_of(request)
     # Only while the run runs, and only to browsers of an account holding one of its ranks. A run's
     # script never changes, so that browser keeps it for the run's next tasks (private: not in shared caches).
     if not coordinator.allows_sandbox(run_id, request.user.user_id):

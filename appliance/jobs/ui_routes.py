@@ -24,6 +24,7 @@ from appliance.accounts.forms import Form
 from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.jobs import parameters, service, views
+from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
 from appliance.jobs.service import JobInfo, RunInfo
@@ -43,10 +44,6 @@ LOG_GRACE_SECONDS = 3
 def new_job_script() -> str:
     """The script a new job starts from: a word count in the PeerMR SDK."""
     return (templates_dir() / "jobs" / "wordcount.js").read_text(encoding="utf-8")
-
-
-def _coordinator(request: Request):
-    return request.app.state.coordinator
 
 
 def _actor(request: Request) -> Actor:
@@ -117,7 +114,7 @@ async def jobs_page(request: Request) -> Template:
     jobs = await service.list_jobs(actor)
     last_runs: dict[int, RunInfo] = {}
     for job in jobs:
-        runs = await service.list_runs(actor, _coordinator(request), job_id=job.id, limit=1)
+        runs = await service.list_runs(actor, coordinator_of(request), job_id=job.id, limit=1)
         if runs:
             last_runs[job.id] = runs[0]
     return page(
@@ -154,7 +151,7 @@ async def _editor(
         context = _error_location(script, refused)
     runs: list[RunInfo] = []
     if job is not None:
-        runs = await service.list_runs(_actor(request), _coordinator(request), job_id=job.id, limit=10)
+        runs = await service.list_runs(_actor(request), coordinator_of(request), job_id=job.id, limit=10)
     return page(
         request,
         "jobs/editor.html",
@@ -166,7 +163,7 @@ async def _editor(
         runs=runs,
         run_form=_run_form_of(job.spec) if job else None,
         run_error=None,
-        fleet=_coordinator(request).fleet_counts(request.user.user_id),
+        fleet=coordinator_of(request).fleet_counts(request.user.user_id),
         summary=views.stages_summary,
         **context,
     )
@@ -220,7 +217,7 @@ async def delete_job(request: Request, job_id: FromPath[int]) -> Response:
 async def run_form_page(request: Request, job_id: FromPath[int]) -> Template:
     """The run dialog as a page of its own (the editor opens it as a <dialog> when scripts run)."""
     job = await _job(request, job_id)
-    fleet = _coordinator(request).fleet_counts(request.user.user_id)
+    fleet = coordinator_of(request).fleet_counts(request.user.user_id)
     return page(request, "jobs/run.html", job=job, run_form=_run_form_of(job.spec), run_error=None, fleet=fleet)
 
 
@@ -231,10 +228,10 @@ async def start_run(
     job = await _job(request, job_id)
     try:
         run = await service.start_run(
-            _actor(request), job_id, _overrides(data), _coordinator(request), settings, appliance_origin(request)
+            _actor(request), job_id, _overrides(data), coordinator_of(request), settings, appliance_origin(request)
         )
     except ServiceError as exc:
-        fleet = _coordinator(request).fleet_counts(request.user.user_id)
+        fleet = coordinator_of(request).fleet_counts(request.user.user_id)
         context = {"job": job, "run_form": data, "run_error": str(exc), "fleet": fleet}
         if is_htmx(request):
             # Answered with 200 so htmx swaps the form (with its message) into the dialog.
@@ -251,7 +248,7 @@ async def start_run(
 
 async def _runs_context(request: Request) -> dict:
     actor = _actor(request)
-    runs = await service.list_runs(actor, _coordinator(request))
+    runs = await service.list_runs(actor, coordinator_of(request))
     return {
         "runs": runs,
         "show_owner": actor.is_admin,
@@ -271,7 +268,7 @@ async def runs_table(request: Request) -> Template:
 
 
 async def _run(request: Request, run_id: int) -> RunInfo:
-    return await service.get_run(_actor(request), run_id, _coordinator(request))
+    return await service.get_run(_actor(request), run_id, coordinator_of(request))
 
 
 def _group(run: RunInfo, group: str) -> str:
@@ -299,7 +296,7 @@ async def _output_context(request: Request, run: RunInfo, settings: Settings, gr
 
 async def _live_context(request: Request, run: RunInfo, settings: Settings, group: str = "A", page_number: int = 1):
     actor = _actor(request)
-    active = _coordinator(request).live(run.id)
+    active = coordinator_of(request).live(run.id)
     if active is not None:
         timeline = views.live_timeline(active)
     elif run.state in ("queued",):
@@ -476,7 +473,7 @@ async def download_parameter(
 @post(f"{RUNS}/{{run_id:int}}/cancel", opt=access(COORDINATOR), include_in_schema=False)
 async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDependency[Settings]) -> Response:
     try:
-        run = await service.cancel_run(_actor(request), run_id, _coordinator(request))
+        run = await service.cancel_run(_actor(request), run_id, coordinator_of(request))
         message, level = f"Run {run_id} cancelled.", "success"
     except NotFound:
         raise  # the 404 page
