@@ -179,7 +179,7 @@ class TurnServer:
             message = stun.decode(data)
         except StunError as exc:
             # A request whose header we can read still deserves an answer.
-            header = _request_header(data)
+            header = stun.request_header(data)
             if header:
                 client.send(self._error(header[0], header[1], 400, [], None))
             log.debug("bad STUN from %s: %s", client.five_tuple.client, exc)
@@ -498,20 +498,6 @@ def _lifetime(requested: int | None) -> int:
 
 def _transaction_id() -> bytes:
     return random.randbytes(12)
-
-
-def _request_header(data: bytes) -> tuple[Method, bytes] | None:
-    """(method, transaction id) of a request whose body failed to parse, if the header is sound."""
-    if len(data) < 20 or data[0] & 0xC0:
-        return None
-    message_type = int.from_bytes(data[0:2], "big")
-    method_bits = (message_type & 0x000F) | ((message_type & 0x00E0) >> 1) | ((message_type & 0x3E00) >> 2)
-    if message_type & 0x0110 != Class.REQUEST or int.from_bytes(data[4:8], "big") != stun.MAGIC_COOKIE:
-        return None
-    try:
-        return Method(method_bits), data[8:20]
-    except ValueError:
-        return None
 
 
 def _local_address_towards(five_tuple: FiveTuple) -> str:

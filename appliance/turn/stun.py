@@ -534,6 +534,20 @@ def long_term_key(username: str, realm: str, password: str) -> bytes:
     return hashlib.md5(text, usedforsecurity=False).digest()
 
 
+def request_header(data: bytes) -> tuple[Method, bytes] | None:
+    """(method, transaction id) of a request whose body failed to parse, if its header is sound:
+    such a request still deserves an error response."""
+    if len(data) < HEADER_LENGTH or data[0] & 0xC0 or bytes(data[4:8]) != _COOKIE_BYTES:
+        return None
+    method_bits, class_bits = _split_message_type(int.from_bytes(data[0:2], "big"))
+    if class_bits != Class.REQUEST:
+        return None
+    try:
+        return Method(method_bits), bytes(data[8:20])
+    except ValueError:
+        return None
+
+
 def is_stun(data: bytes) -> bool:
     """Whether ``data`` looks like a STUN message: top two bits zero, at least a header, the magic cookie."""
     return len(data) >= HEADER_LENGTH and data[0] & 0xC0 == 0 and bytes(data[4:8]) == _COOKIE_BYTES

@@ -693,6 +693,20 @@ def test_is_channel_data():
     assert not stun.is_channel_data(SAMPLE_REQUEST)
 
 
+def test_request_header_of_a_request_whose_body_does_not_parse():
+    tid = bytes(range(12))
+    request = stun.encode(Message(Method.ALLOCATE, Class.REQUEST, tid), fingerprint=False)
+    broken = request[:2] + (4).to_bytes(2, "big") + request[4:] + b"\x00\x19\x00"  # a truncated attribute
+    with pytest.raises(StunError):
+        stun.decode(broken)
+    assert stun.request_header(broken) == (Method.ALLOCATE, tid)
+    # Not a request, no magic cookie, too short: nothing to answer.
+    success = stun.encode(Message(Method.ALLOCATE, Class.SUCCESS, tid), fingerprint=False)
+    assert stun.request_header(success) is None
+    assert stun.request_header(request[:4] + b"\x00\x00\x00\x00" + request[8:]) is None
+    assert stun.request_header(request[:19]) is None
+
+
 def test_stream_frame_length():
     assert stun.stream_frame_length(b"") is None
     assert stun.stream_frame_length(SAMPLE_REQUEST[:3]) is None
