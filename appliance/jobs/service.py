@@ -26,7 +26,6 @@ from appliance.jobs.tables import Job, Run, RunLog, RunOutput, RunTask
 from appliance.pmrfs.blobstore import BlobStore
 
 MAX_NAME = 200
-STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 # Run metadata a run may override (the run dialog, or the API's POST /jobs/{id}/runs body).
 OVERRIDABLE = {
     "workerCount",

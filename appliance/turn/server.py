@@ -104,7 +104,6 @@ class TurnServer:
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task | None = None
-        self.addresses: list[tuple[str, int]] = []
         # Each live five-tuple's sender, registered by the listeners.
         self._clients: dict[FiveTuple, Client] = {}
 
@@ -115,7 +114,6 @@ class TurnServer:
         self._udp, _ = await loop.create_datagram_endpoint(lambda: _UdpListener(self), local_addr=(host, port))
         _large_buffers(self._udp.get_extra_info("socket"))
         self._tcp = await loop.create_server(lambda: _TcpConnection(self), host, port)
-        self.addresses = [self._udp.get_extra_info("sockname")[:2]]
         self._sweeper = asyncio.create_task(self._sweep_forever())
         log.info("TURN listening on %s:%d (UDP and TCP)", host, port)
 
