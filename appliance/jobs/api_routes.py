@@ -1,4 +1,4 @@
-"""Jobs and runs in the REST API (contract: ../shared/DESIGN.md §10, docs/protocol.md "REST")."""
+"""Jobs and runs in the REST API (contract: docs/protocol.md, "REST API" and "Jobs and runs")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// Recording implementation of the PeerMR job SDK (DESIGN.md §5), used when a job is saved.
+// Recording implementation of the PeerMR job SDK (docs/sdk.md), used when a job is saved.
 //
 // appliance/jobs/spec.py evaluates this file in a fresh V8 isolate, then the job script, then
 // asks for the record. The script's top level runs; the job's functions do not: the SDK only

@@ -1,4 +1,5 @@
-"""The per-run sandbox script each task's Web Worker starts from (DESIGN §6).
+"""The per-run sandbox script each task's Web Worker starts from (docs/sdk.md and
+docs/architecture.md, "The sandbox").
 
 It loads our task runtime, then the job's declared scripts, seals the worker (no importScripts,
 XMLHttpRequest, WebSocket or EventSource; fetch GET-only to allowed origins), and only then defines

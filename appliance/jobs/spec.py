@@ -1,4 +1,4 @@
-"""Job specs: what a job script declares, extracted when the job is saved (DESIGN.md §5, step 1).
+"""Job specs: what a job script declares, extracted when the job is saved (docs/sdk.md; docs/architecture.md, Jobs).
 
 A job script is JavaScript written against the PeerMR SDK. Saving a job evaluates it against a
 recording SDK (``recording_sdk.js``) in a fresh V8 isolate (mini-racer) with a time limit and a
@@ -223,7 +223,7 @@ def _gpu_requirements(value: Any, where: str) -> GpuRequirements:
     if features is None:
         features = []
     if isinstance(features, dict) and set(features) != {"__js"}:
-        # {name: true} as in DESIGN.md §5: the names that are true.
+        # Features may also be given as {name: true}: the names that are true.
         names = []
         for key, wanted in features.items():
             if not isinstance(wanted, bool):
