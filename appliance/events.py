@@ -36,12 +36,14 @@ class EndCause(enum.StrEnum):
     OUTPUT_LOST = "output-lost"  # the final output could not be kept
     NO_STORAGE = "no-storage"  # an s3 run of an account without Cloud Data settings
     QUEUE_TIMEOUT = "queue-timeout"  # it did not start within its queue timeout
+    VALIDATION_FAILED = "validation-failed"  # a validated task's attempts never agreed on its output
     APPLIANCE_RESTART = "appliance-restart"
 
     @property
     def jobs_doing(self) -> bool:
         """The run ended by the job's own doing (or its coordinator's), not its workers'."""
-        return self in (EndCause.CANCELLED, EndCause.JOB_ERROR, EndCause.STAGE_TIMEOUT)
+        # Attempts that never agree are most likely job code that is not deterministic.
+        return self in (EndCause.CANCELLED, EndCause.JOB_ERROR, EndCause.STAGE_TIMEOUT, EndCause.VALIDATION_FAILED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Every run that ends gives each worker that held one of its ranks points (``points``):
 
-    points = min(tasks done, 10) - 5 × (disconnects + timeouts)
+    points = min(tasks done, 10) - 5 × (disconnects + timeouts + rejections)
 
 - *tasks done*: the worker's task attempts that completed (capped per run, so one large run does
   not outweigh how the worker behaved in others);
@@ -10,7 +10,9 @@ Every run that ends gives each worker that held one of its ranks points (``point
   its tab mid-task); a worker that leaves between tasks costs its run nothing it has to redo now;
 - *timeouts*: tasks the worker was taken off for (past its worker timeout without an emit, or a
   bad task report), counted only when another worker then completed the same task, which shows
-  the task could finish: a task that hangs wherever it runs is the job's doing.
+  the task could finish: a task that hangs wherever it runs is the job's doing;
+- *rejections*: with validation, outputs of the worker that differed from the one the other
+  workers agreed on (counted whatever ended the run: a wrong answer is the worker's).
 
 A run that ended for a reason that is nobody's fault but the job's (``excused``: its
 ``events.EndCause`` says so) costs no one anything: a cancelled run, a run failed by its job code
@@ -61,7 +63,7 @@ class AttemptLike(Protocol):
     stage: int
     rank: int
     worker_id: str
-    state: str  # done | failed | lost | cancelled
+    state: str  # done | failed | lost | cancelled | superseded | rejected
     # Lost because its own worker went (other lost attempts, e.g. a consumer whose input went with
     # that worker, are not that worker's doing).
     worker_lost: bool
@@ -76,10 +78,13 @@ class WorkerRun(msgspec.Struct, frozen=True):
     disconnects: int
     timeouts: int
     excused: bool
+    rejections: int = 0
 
     @property
     def points(self) -> float:
-        return points(self.tasks_done, self.disconnects, self.timeouts, excused=self.excused)
+        return points(
+            self.tasks_done, self.disconnects, self.timeouts, excused=self.excused, rejections=self.rejections
+        )
 
 
 class ScoreInfo(msgspec.Struct, frozen=True):
@@ -91,10 +96,11 @@ class ScoreInfo(msgspec.Struct, frozen=True):
     disconnects: int
     timeouts: int
     updated_at: dt.datetime
+    rejections: int = 0
 
 
-def points(tasks_done: int, disconnects: int, timeouts: int, *, excused: bool = False) -> float:
-    faults = 0 if excused else disconnects + timeouts
+def points(tasks_done: int, disconnects: int, timeouts: int, *, excused: bool = False, rejections: int = 0) -> float:
+    faults = (0 if excused else disconnects + timeouts) + rejections
     return float(min(tasks_done, DONE_CAP)) - FAULT_PENALTY * faults
 
 
@@ -130,6 +136,7 @@ def tally(
             finished_by[(a.group, a.stage, a.rank)].add(a.worker_id)
     disconnects: Counter[str] = Counter()
     timeouts: Counter[str] = Counter()
+    rejections = Counter(a.worker_id for a in attempts if a.state == "rejected" and a.worker_id)
     for a in attempts:
         if not a.worker_lost or not a.worker_id:
             continue
@@ -138,7 +145,10 @@ def tally(
         elif finished_by[(a.group, a.stage, a.rank)] - {a.worker_id}:
             timeouts[a.worker_id] += 1
     workers = dict.fromkeys([*accounts, *(a.worker_id for a in attempts if a.worker_id)])
-    return [WorkerRun(w, accounts.get(w), done[w], disconnects[w], timeouts[w], excused) for w in sorted(workers)]
+    return [
+        WorkerRun(w, accounts.get(w), done[w], disconnects[w], timeouts[w], excused, rejections[w])
+        for w in sorted(workers)
+    ]
 
 
 # ------------------------------------------------------------------ persistence
@@ -162,6 +172,7 @@ async def record_run(run_id: int, runs: list[WorkerRun], at: dt.datetime | None 
                         tasks_done=r.tasks_done,
                         disconnects=r.disconnects,
                         timeouts=r.timeouts,
+                        rejections=r.rejections,
                         excused=r.excused,
                         points=r.points,
                         at=at,
@@ -186,6 +197,7 @@ async def record_run(run_id: int, runs: list[WorkerRun], at: dt.datetime | None 
                         tasks_done=r.tasks_done,
                         disconnects=charged_disconnects,
                         timeouts=charged_timeouts,
+                        rejections=r.rejections,
                         updated_at=at,
                     )
                 )
@@ -199,6 +211,7 @@ async def record_run(run_id: int, runs: list[WorkerRun], at: dt.datetime | None 
                         WorkerScore.tasks_done: row["tasks_done"] + r.tasks_done,
                         WorkerScore.disconnects: row["disconnects"] + charged_disconnects,
                         WorkerScore.timeouts: row["timeouts"] + charged_timeouts,
+                        WorkerScore.rejections: row["rejections"] + r.rejections,
                         WorkerScore.updated_at: at,
                     }
                 ).where(WorkerScore.id == row["id"])
@@ -216,6 +229,7 @@ def _info(row: dict, at: dt.datetime) -> ScoreInfo:
         row["disconnects"],
         row["timeouts"],
         _aware(row["updated_at"]),
+        row["rejections"],
     )
 
 

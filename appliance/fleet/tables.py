@@ -18,6 +18,8 @@ class WorkerScore(Table, tablename="fleet_worker_score"):
     tasks_done = BigInt(default=0)
     disconnects = Integer(default=0)
     timeouts = Integer(default=0)
+    # Outputs that differed from the one other workers agreed on (validation).
+    rejections = Integer(default=0)
     updated_at = Timestamptz()
 
 
@@ -32,6 +34,7 @@ class WorkerScoreRun(Table, tablename="fleet_worker_score_run"):
     tasks_done = Integer(default=0)
     disconnects = Integer(default=0)
     timeouts = Integer(default=0)
+    rejections = Integer(default=0)
     # True when the run ended for a reason that is nobody's fault but the job's (cancelled, job code
     # failed, a stage timed out): its disconnects and timeouts cost nothing.
     excused = Boolean(default=False)

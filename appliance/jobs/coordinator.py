@@ -455,6 +455,8 @@ class Coordinator:
             execution.start(task)
             self._spawn(self._launch(run, task))
         self._watch_stragglers(run, clock)
+        if execution.validation and await self._replicate(run, clock):
+            return
         if execution.finished():
             run.ending = True
             self._spawn(self._succeed(run))
@@ -479,10 +481,7 @@ class Coordinator:
             if helper is None:
                 return
             backup = execution.backup(task, helper.worker_id, clock)
-            if helper.run_id is None:
-                helper.run_id = run.run_id
-                run.helpers.add(helper.worker_id)
-            run.accounts[helper.worker_id] = helper.account_id
+            self._enlist(run, helper)
             why = "stalled" if task.stalled else f"slow ({clock - task.started:.1f} s)"
             self.logs.add(
                 run.run_id,
@@ -492,27 +491,68 @@ class Coordinator:
             )
             self._spawn(self._launch(run, backup))
 
-    def _backup_worker(self, run: Active, task: Task) -> Worker | None:
+    async def _replicate(self, run: Active, clock: float) -> bool:
+        """Validation: start the replica attempts validated tasks need; True when the run ended because a
+        task's attempts can never agree."""
+        execution = run.execution
+        for task in [t for t in execution.all_tasks() if t.state in ("staging", "running", "verifying")]:
+            for _ in range(execution.replicas_wanted(task)):
+                used = {task.worker_id} | {t.worker_id for t in execution.replicas.get(task, [])}
+                used |= {r.worker_id for r in execution.results.get(task, [])}
+                accounts = set() if run.spec.private_mode else {run.accounts.get(w) for w in used}
+                worker = self._backup_worker(run, task, avoid=used, other_accounts=accounts)
+                if worker is None:
+                    break
+                replica = execution.replica(task, worker.worker_id, clock)
+                self._enlist(run, worker)
+                self.logs.add(
+                    run.run_id,
+                    f"{self._where(run, task)}: attempt {replica.attempt} on worker {worker.worker_id} (validation)",
+                )
+                self._spawn(self._launch(run, replica))
+            if (why := execution.disagreement(task)) is not None:
+                await self._end(run, "failed", EndCause.VALIDATION_FAILED, f"{self._where(run, task)}: {why}")
+                return True
+        return False
+
+    def _enlist(self, run: Active, worker: Worker) -> None:
+        """A worker takes an extra attempt (backup or replica) of the run."""
+        if worker.run_id is None:
+            worker.run_id = run.run_id
+            run.helpers.add(worker.worker_id)
+        run.accounts[worker.worker_id] = worker.account_id
+
+    def _backup_worker(
+        self, run: Active, task: Task, avoid: set[str | None] = frozenset(), other_accounts: set = frozenset()
+    ) -> Worker | None:
         """An eligible worker with nothing to do: one in no run first, then one of this run whose rank
-        has no task ready (it takes its own rank's next task once the race is over)."""
+        has no task ready (it takes its own rank's next task once the race is over); one of an account
+        not in ``other_accounts`` first when there is such a worker."""
         occupied = {t.worker_id for t in run.execution.active}
         candidates = [
             w
             for w in self.fleet.workers.values()
             if not w.paused
             and w.worker_id != task.worker_id
+            and w.worker_id not in avoid
             and w.worker_id not in run.excluded
             and (w.run_id is None or (w.run_id == run.run_id and w.worker_id not in occupied))
             and selection.eligible(w, run.spec, run.owner_id)
         ]
-        return min(selection.ranked(candidates), key=lambda w: w.run_id is not None, default=None)
+        return min(
+            selection.ranked(candidates),
+            key=lambda w: (w.account_id in other_accounts, w.run_id is not None),
+            default=None,
+        )
 
     def _drop_backup(self, run: Active, backup: Task, event: TaskEvent, why: str) -> None:
         worker_id = backup.worker_id or ""
         if (worker := self.fleet.get(worker_id)) is not None:
             self._spawn(worker.send(p.TaskCancel(task_id=backup.id)))
         run.execution.drop_backup(backup, event, why)
-        self.logs.add(run.run_id, f"the backup attempt of {self._where(run, backup)} ended: {why}", level="info")
+        self.logs.add(
+            run.run_id, f"attempt {backup.attempt} of {self._where(run, backup)} on worker {worker_id} ended: {why}"
+        )
         self._release(run, worker_id)
 
     def _release(self, run: Active, worker_id: str) -> None:
@@ -710,15 +750,23 @@ class Coordinator:
             )
             for o in message.outputs
         ]
-        superseded = run.execution.done(task, outputs, message.emits, message.cpu_ms)
-        if superseded is not None:
-            # The other attempt of the task lost the race: stop it; its output is never used.
-            loser_id, loser_worker = superseded
+        recorded = len(run.execution.history)
+        stopped = run.execution.done(task, outputs, message.emits, message.cpu_ms)
+        for rejected in [a for a in run.execution.history[recorded:] if a.state == "rejected"]:
+            self.logs.add(
+                run.run_id,
+                f"{self._where(run, task)}: the output of attempt {rejected.attempt} on worker {rejected.worker_id} "
+                f"is rejected: {rejected.error}",
+                level="warn",
+            )
+        for loser_id, loser_worker in stopped:
+            # Another attempt of the task is no longer wanted: stop it; its output is never used.
             if (loser := self.fleet.get(loser_worker)) is not None:
                 self._spawn(loser.send(p.TaskCancel(task_id=loser_id)))
             self.logs.add(
                 run.run_id,
-                f"{self._where(run, task)}: attempt {task.attempt} on worker {worker.worker_id} finished first; "
+                f"{self._where(run, task)}: attempt {task.attempt} on worker {task.worker_id} "
+                f"{'gave the output the others agreed on' if run.execution.validated(task) else 'finished first'}; "
                 f"attempt {loser_id.rsplit('.', 1)[1]} on worker {loser_worker} is cancelled",
             )
             self._release(run, loser_worker)
@@ -884,8 +932,10 @@ class Coordinator:
         if run.ending:
             return
         run.ending = True
-        for task in [*run.execution.backups.values(), *run.execution.all_tasks()]:
-            if task.state in ("staging", "running"):
+        for task in [*run.execution.all_extra_attempts(), *run.execution.all_tasks()]:
+            if task.state == "verifying":
+                run.execution.retry(task, TaskEvent.CANCEL, reason)
+            elif task.state in ("staging", "running"):
                 worker = self.fleet.get(task.worker_id or "")
                 if worker is not None:
                     self._spawn(worker.send(p.TaskCancel(task_id=task.id)))

@@ -13,11 +13,13 @@ task r reads only task r's output, so it can start as soon as that one task is d
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 import statistics
 import string
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,7 +30,7 @@ INPUT_STAGE = -1
 INPUT_TIMEOUT_SECONDS = 3600
 GROUP_LETTERS = string.ascii_uppercase
 
-TaskState = Literal["waiting", "staging", "running", "done"]
+TaskState = Literal["waiting", "staging", "running", "verifying", "done"]
 
 
 class TaskEvent(enum.StrEnum):
@@ -42,6 +44,9 @@ class TaskEvent(enum.StrEnum):
     INPUT_LOST = "input-lost"  # an input went with another worker before it could be copied
     CANCEL = "cancel"  # the run ended
     SUPERSEDED = "superseded"  # another attempt of the same task finished first: the task is done
+    VERIFY = "verify"  # validation: the attempt finished; its output waits for other workers' to agree
+    AGREED = "agreed"  # validation: enough attempts gave the same output: the task is done
+    REJECTED = "rejected"  # validation: an attempt's output differs from the one the others agreed on
     OUTPUT_LOST = "output-lost"  # done, but no live worker holds its output, which is still needed
 
 
@@ -59,6 +64,9 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], TaskState] = {
     ("staging", TaskEvent.SUPERSEDED): "done",
     ("running", TaskEvent.SUPERSEDED): "done",
     ("done", TaskEvent.OUTPUT_LOST): "waiting",
+    ("running", TaskEvent.VERIFY): "verifying",
+    ("verifying", TaskEvent.AGREED): "done",
+    ("verifying", TaskEvent.CANCEL): "waiting",
 }
 # How the task history names an attempt that ended by each event (OUTPUT_LOST ends no attempt: it had finished).
 OUTCOMES: dict[TaskEvent, str] = {
@@ -68,7 +76,10 @@ OUTCOMES: dict[TaskEvent, str] = {
     TaskEvent.INPUT_LOST: "lost",
     TaskEvent.CANCEL: "cancelled",
     TaskEvent.SUPERSEDED: "superseded",
+    TaskEvent.REJECTED: "rejected",
 }
+# Validation: attempts of one task, beyond its replicas, before the run fails for want of agreement.
+EXTRA_VALIDATION_ATTEMPTS = 2
 # Speculative execution (spark.speculation's defaults): once this share of a stage's tasks is done,
 # a task running longer than MULTIPLIER x their median duration (and at least MIN seconds) is slow.
 SPECULATION_QUANTILE = 0.75
@@ -83,6 +94,11 @@ _TALKS_TO_RANKS = re.compile(
 
 class IllegalTransition(Exception):
     """An event that cannot happen to a task in its state (a stale or forged report)."""
+
+
+def _signature(outputs: list[Output]) -> tuple[tuple[int, str], ...]:
+    """What validation compares: each output blob's partition and SHA-256."""
+    return tuple(sorted((o.partition, o.location) for o in outputs))
 
 
 def stage_label(stage: int) -> str:
@@ -219,9 +235,16 @@ class RunExecution:
         self.active: set[Task] = set()  # staging or running, backups included
         # Task -> its backup attempt on another worker (speculative execution), while both run.
         self.backups: dict[Task, Task] = {}
-        self.unspeculated: set[int] = {
-            stage for stage, s in enumerate(spec.stages) if not spec.speculation or _TALKS_TO_RANKS.search(s.source)
-        }
+        talking = {stage for stage, s in enumerate(spec.stages) if _TALKS_TO_RANKS.search(s.source)}
+        # Validation (execution.validation = {replicas}): every task of the other stages runs on that
+        # many workers and is done once a majority gave the same outputs. A validated run is not speculated.
+        self.validation = spec.validation.replicas if spec.validation else 0
+        self.unvalidated = talking
+        self.replicas: dict[Task, list[Task]] = {}  # task -> its extra attempts running now
+        self.results: dict[Task, list[Task]] = {}  # task -> its finished attempts waiting for agreement
+        self.unspeculated: set[int] = (
+            set(range(len(spec.stages))) if not spec.speculation or self.validation else talking
+        )
 
     # ------------------------------------------------------------ shape
 
@@ -258,8 +281,8 @@ class RunExecution:
             return None
         if int(attempt) == task.attempt:
             return task
-        backup = self.backups.get(task)
-        return backup if backup is not None and int(attempt) == backup.attempt else None
+        others = [self.backups[task]] if task in self.backups else self.replicas.get(task, [])
+        return next((t for t in others if t.attempt == int(attempt)), None)
 
     # ------------------------------------------------------------ workers
 
@@ -347,10 +370,12 @@ class RunExecution:
 
     def done(
         self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None
-    ) -> tuple[str, str] | None:
-        """The attempt finished; returns the (task id, worker id) of the attempt it raced, if any
-        (superseded: its worker should stop it)."""
+    ) -> list[tuple[str, str]]:
+        """The attempt finished; returns the (task id, worker id) of the attempts of the same task that
+        are no longer wanted (a backup it raced, replicas once the others agreed): their workers stop them."""
         now = time.monotonic() if now is None else now
+        if self.validated(task.primary or task):
+            return self._agree(task, outputs, emits, cpu_ms, now)
         self._move(task, TaskEvent.FINISH)
         self.active.discard(task)
         task.finished = now
@@ -361,7 +386,7 @@ class RunExecution:
         self._record(task, TaskEvent.FINISH)
         primary = task.primary or task
         loser = self.backups.get(primary) if task.primary is None else primary
-        superseded = None if loser is None else (loser.id, loser.worker_id or "")
+        superseded = [] if loser is None else [(loser.id, loser.worker_id or "")]
         if loser is not None:
             self._supersede(loser, task, now)
         self.groups[primary.group].count_done(primary, +1)
@@ -379,24 +404,103 @@ class RunExecution:
             loser, TaskEvent.SUPERSEDED, f"attempt {winner.attempt} on worker {winner.worker_id} finished first"
         )
         if winner.primary is not None:  # the backup won: the task takes its result
-            task = winner.primary
-            task.worker_id, task.attempt, task.started, task.finished = (
-                winner.worker_id,
-                winner.attempt,
-                winner.started,
-                winner.finished,
-            )
-            task.outputs, task.emits, task.bytes, task.cpu_ms = (
-                winner.outputs,
-                winner.emits,
-                winner.bytes,
-                winner.cpu_ms,
-            )
+            self._take_result(winner.primary, winner)
+
+    @staticmethod
+    def _take_result(task: Task, winner: Task) -> None:
+        task.worker_id, task.attempt, task.started, task.finished = (
+            winner.worker_id,
+            winner.attempt,
+            winner.started,
+            winner.finished,
+        )
+        task.outputs, task.emits, task.bytes, task.cpu_ms = winner.outputs, winner.emits, winner.bytes, winner.cpu_ms
+
+    # ------------------------------------------------------------ validation
+
+    def validated(self, task: Task) -> bool:
+        return bool(self.validation) and task.stage not in self.unvalidated
+
+    def _agree(
+        self, attempt: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float
+    ) -> list[tuple[str, str]]:
+        """A validated task's attempt finished: keep its result; once a majority of the replicas gave
+        the same outputs the task is done with them, the other results are rejected and the attempts
+        still running are stopped."""
+        task = attempt.primary or attempt
+        self._move(attempt, TaskEvent.VERIFY if attempt is task else TaskEvent.FINISH)
+        self.active.discard(attempt)
+        if attempt is not task:
+            self.replicas[task].remove(attempt)
+        attempt.finished, attempt.outputs, attempt.emits, attempt.cpu_ms = now, outputs, emits, cpu_ms
+        attempt.bytes = sum(o.size for o in outputs)
+        results = self.results.setdefault(task, [])
+        results.append(attempt if attempt is not task else dataclasses.replace(task))  # the task object goes on
+        agreed, count = Counter(_signature(r.outputs) for r in results).most_common(1)[0]
+        if count < self.validation // 2 + 1:
+            return []
+        winner = next(r for r in results if _signature(r.outputs) == agreed)
+        voters = ", ".join(r.worker_id or "" for r in results if _signature(r.outputs) == agreed)
+        for result in self.results.pop(task):
+            if _signature(result.outputs) == agreed:
+                self._record(result, TaskEvent.FINISH)
+            else:
+                self._record(result, TaskEvent.REJECTED, f"its output differs from the one workers {voters} agreed on")
+        stop = []
+        for replica in self.replicas.pop(task, []):
+            self.drop_backup(replica, TaskEvent.CANCEL, "the other attempts agreed")
+            stop.append((replica.id, replica.worker_id or ""))
+        if task.state in ("staging", "running"):  # replicas agreed while the task's own attempt runs
+            stop.append((task.id, task.worker_id or ""))
+            task.finished = now
+            task.cpu_ms = int((now - task.started) * 1000)
+            self._move(task, TaskEvent.SUPERSEDED)
+            self.active.discard(task)
+            self._record(task, TaskEvent.SUPERSEDED, "other attempts agreed first")
+        else:
+            self._move(task, TaskEvent.AGREED)
+        self._take_result(task, winner)
+        self.groups[task.group].count_done(task, +1)
+        return stop
+
+    def replicas_wanted(self, task: Task) -> int:
+        """How many more attempts a validated task needs running now: its replicas at first, then as
+        many as could still make a majority agree."""
+        if not self.validated(task) or task.state not in ("staging", "running", "verifying"):
+            return 0
+        results = self.results.get(task, [])
+        running = len(self.replicas.get(task, [])) + (task.state in ("staging", "running"))
+        if len(results) + running < self.validation:
+            return self.validation - len(results) - running
+        best = max(Counter(_signature(r.outputs) for r in results).values(), default=0)
+        room = self.validation + EXTRA_VALIDATION_ATTEMPTS - len(results) - running
+        return max(0, min(self.validation // 2 + 1 - best - running, room))
+
+    def disagreement(self, task: Task) -> str | None:
+        """Why a validated task can never be agreed on (every attempt it may make gave its own output)."""
+        results = self.results.get(task, [])
+        running = len(self.replicas.get(task, [])) + (task.state in ("staging", "running"))
+        if running or self.replicas_wanted(task) or len(results) < self.validation:
+            return None
+        outputs = {_signature(r.outputs) for r in results}
+        return f"{len(results)} workers gave {len(outputs)} different outputs; no {self.validation // 2 + 1} agreed"
+
+    def replica(self, task: Task, worker_id: str, now: float | None = None) -> Task:
+        """One more attempt of a validated task, on another worker."""
+        clone = self._clone(task, worker_id, now)
+        self.replicas.setdefault(task, []).append(clone)
+        return clone
 
     def backup(self, task: Task, worker_id: str, now: float | None = None) -> Task:
         """A second attempt of a running task on another worker; the first of the two to finish wins."""
         if task.state not in ("staging", "running") or task.is_backup or task in self.backups:
             raise IllegalTransition(f"task {task.id} cannot get a backup attempt while {task.state}")
+        clone = self._clone(task, worker_id, now)
+        self.backups[task] = clone
+        return clone
+
+    def _clone(self, task: Task, worker_id: str, now: float | None) -> Task:
+        """A new attempt of ``task`` on another worker, beside the task's own."""
         now = time.monotonic() if now is None else now
         clone = Task(
             task.run_id,
@@ -413,15 +517,18 @@ class RunExecution:
             primary=task,
         )
         task.attempts += 1
-        self.backups[task] = clone
         self.active.add(clone)
         return clone
 
     def drop_backup(self, backup: Task, event: TaskEvent, error: str = "", now: float | None = None) -> None:
-        """A backup attempt ends without result (failed, its worker lost, the run ended): the task goes on."""
+        """A backup or replica attempt ends without result (failed, its worker lost, no longer wanted):
+        the task goes on."""
         self._move(backup, event)
         self.active.discard(backup)
-        self.backups.pop(backup.primary, None)
+        if self.backups.get(backup.primary) is backup:
+            del self.backups[backup.primary]
+        elif backup in self.replicas.get(backup.primary, []):
+            self.replicas[backup.primary].remove(backup)
         backup.finished = time.monotonic() if now is None else now
         self._record(backup, event, error)
 
@@ -433,7 +540,14 @@ class RunExecution:
         self._move(task, event)
         if (backup := self.backups.get(task)) is not None:
             self.drop_backup(backup, TaskEvent.CANCEL, "the attempt it backed up ended")
-        if was == "done":
+        if event is TaskEvent.CANCEL:  # the run ended: a validated task's other attempts end with it
+            for replica in list(self.replicas.get(task, [])):
+                self.drop_backup(replica, TaskEvent.CANCEL, error)
+            for result in self.results.pop(task, []):
+                self._record(result, TaskEvent.CANCEL, error)
+        if was == "verifying":
+            pass  # its attempt finished already (its result is recorded when the task is agreed on or cancelled)
+        elif was == "done":
             self.groups[task.group].count_done(task, -1)
         else:
             task.finished = time.monotonic() if now is None else now
@@ -482,8 +596,12 @@ class RunExecution:
         if place is not None:
             self.groups[place[0]].ranks[place[1]] = None
         rerun = []
-        for backup in [b for b in self.backups.values() if b.worker_id == worker_id]:
+        for backup in [b for b in self.all_extra_attempts() if b.worker_id == worker_id]:
             self.drop_backup(backup, TaskEvent.WORKER_LOST, "the worker disconnected")
+        for results in self.results.values():  # finished attempts whose output went with the worker
+            for result in [r for r in results if r.worker_id == worker_id]:
+                results.remove(result)
+                self._record(result, TaskEvent.WORKER_LOST, "its output went with the worker before the others agreed")
         for task in self.all_tasks():
             if task.worker_id == worker_id and task.state in ("staging", "running"):
                 if (backup := self.backups.get(task)) is not None:
@@ -503,6 +621,10 @@ class RunExecution:
                 self.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
                 rerun.append(task)
         return rerun
+
+    def all_extra_attempts(self) -> list[Task]:
+        """Backup and replica attempts running now."""
+        return [*self.backups.values(), *(r for replicas in self.replicas.values() for r in replicas)]
 
     def _adopt(self, task: Task, backup: Task) -> None:
         """The task's worker is gone but its backup runs: the backup becomes the task's attempt."""
@@ -624,7 +746,7 @@ class RunExecution:
                 row = per_stage[stage]
                 row["total"] += 1
                 row["done"] += task.state == "done"
-                row["running"] += task.state in ("staging", "running")
+                row["running"] += task.state in ("staging", "running", "verifying")
                 row["emits"] += task.emits
                 row["bytes"] += task.bytes
                 row["stalled"] += task.stalled and task.state == "running"

@@ -30,6 +30,7 @@
     'staleness',
     'queueTimeout',
     'speculation',
+    'validation',
   ];
 
   // Builtins the recorder uses, kept before the job script can replace them.
@@ -266,6 +267,7 @@
         staleness: {value: undefined, at: null},
         queueTimeout: {value: undefined, at: null},
         speculation: {value: true, at: null},
+        validation: {value: undefined, at: null},
       };
       executions.set(this, {fields, input: null, stages: []});
     }

@@ -38,6 +38,7 @@ OVERRIDABLE = {
     "staleness",
     "queueTimeout",
     "speculation",
+    "validation",
 }
 
 

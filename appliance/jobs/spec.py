@@ -58,6 +58,8 @@ STORAGE_TYPES: tuple[str, ...] = ("pmrfs", "s3", "gcs")
 CONTENT_TYPES: tuple[str, ...] = ("application/json", "text/csv", "application/bson")
 MAX_WORKER_COUNT = 8192
 MAX_GROUP_COUNT = 26
+# Validation runs a task on at most this many workers at first.
+MAX_REPLICAS = 5
 DEFAULT_STAGE_TIMEOUT = 3600
 
 MAX_SCRIPT_BYTES = 1 << 20
@@ -93,6 +95,12 @@ class WasmBinary(msgspec.Struct, rename="camel", kw_only=True):
     url: str
 
 
+class Validation(msgspec.Struct, kw_only=True):
+    """Each task runs on ``replicas`` workers; it is done once a majority gave the same outputs."""
+
+    replicas: Annotated[int, msgspec.Meta(ge=2, le=MAX_REPLICAS)] = 2
+
+
 class JobSpec(msgspec.Struct, rename="camel", kw_only=True):
     """Everything a job script declares. Serialises with the SDK's names (workerCount, ...)."""
 
@@ -112,6 +120,7 @@ class JobSpec(msgspec.Struct, rename="camel", kw_only=True):
     queue_timeout: Annotated[int, msgspec.Meta(ge=0)] | None = None
     # Backup attempts of stragglers (never for stages that talk to other ranks).
     speculation: bool = True
+    validation: Validation | None = None
     input_source: str | None = None
     input_content_type: ContentType = "application/json"
 
@@ -280,6 +289,19 @@ def _wasm_binaries(value: Any, where: str) -> list[WasmBinary]:
     return binaries
 
 
+def _validation(value: Any, storage_type: str) -> Validation | None:
+    if value is None or value == {"__js": "undefined"}:
+        return None
+    if not isinstance(value, dict) or set(value) == {"__js"} or set(value) - {"replicas"}:
+        raise _Invalid(f"validation must be an object {{replicas: 2}} (got {_describe(value)})", "validation")
+    replicas = _whole_number(value.get("replicas", 2), "validation.replicas", "validation", 2, MAX_REPLICAS)
+    if storage_type != "pmrfs":
+        raise _Invalid(
+            "validation compares outputs by their SHA-256, which only storageType 'pmrfs' keeps", "validation"
+        )
+    return Validation(replicas=replicas)
+
+
 def _optional_whole_number(value: Any, name: str, where: str, low: int) -> int | None:
     if value is None or value == {"__js": "undefined"}:
         return None
@@ -313,6 +335,7 @@ def _spec_from_record(record: dict) -> JobSpec:
     staleness = _optional_whole_number(fields["staleness"], "staleness", "staleness", 0)
     queue_timeout = _optional_whole_number(fields["queueTimeout"], "queueTimeout (seconds)", "queueTimeout", 0)
     speculation = _boolean(fields["speculation"], "speculation", "speculation")
+    validation = _validation(fields["validation"], storage_type)
     input_source = None
     input_content_type = "application/json"
     if record["input"] is not None:
@@ -341,6 +364,7 @@ def _spec_from_record(record: dict) -> JobSpec:
         staleness=staleness,
         queue_timeout=queue_timeout,
         speculation=speculation,
+        validation=validation,
         input_source=input_source,
         input_content_type=input_content_type,
         stages=stages,
@@ -371,6 +395,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
     fields.setdefault("seed", {"value": None, "at": None})
     fields.setdefault("staleness", {"value": None, "at": None})
     fields.setdefault("queueTimeout", {"value": None, "at": None})
+    fields.setdefault("validation", {"value": None, "at": None})
     record = {
         "startAt": None,
         "fields": fields,

@@ -91,7 +91,7 @@ def progress_fraction(progress: list[StageProgress]) -> float:
 class Bar:
     left: float  # percent of the timeline
     width: float
-    state: str  # done | failed | lost | cancelled | superseded | running
+    state: str  # done | failed | lost | cancelled | superseded | rejected | running
     title: str
 
 

@@ -16,7 +16,7 @@ from appliance.jobs.execution import (
     TaskEvent,
     TaskState,
 )
-from appliance.jobs.spec import JobSpec, StageSpec
+from appliance.jobs.spec import JobSpec, StageSpec, Validation
 
 
 def spec(*kinds: str, workers: int = 2, groups: int = 1, timeout: int = 3600) -> JobSpec:
@@ -177,15 +177,19 @@ def test_recomputing_a_lost_task_recomputes_the_inputs_it_needs_too():
 
 
 def task_in(state: str):
-    """A run whose input task has been driven into ``state`` the way the coordinator drives it."""
-    run = RunExecution(1, spec("map"))
+    """A run whose input task has been driven into ``state`` the way the coordinator drives it
+    (verifying: a validated run's task whose own attempt finished)."""
+    job = spec("map")
+    if state == "verifying":
+        job.validation = Validation(replicas=2)
+    run = RunExecution(1, job)
     started(run, ["w0", "w1"])
     [task] = run.ready()
     if state != "waiting":
         run.start(task)
-    if state in ("running", "done"):
+    if state in ("running", "done", "verifying"):
         run.running(task)
-    if state == "done":
+    if state in ("done", "verifying"):
         finish(run, task, [0, 1])
     assert task.state == state
     return run, task
@@ -203,6 +207,8 @@ def apply(run: RunExecution, task, event: TaskEvent) -> None:
         backup = run.backup(task, "w-backup")
         run.running(backup)
         finish(run, backup, [0, 1])
+    elif event in (TaskEvent.VERIFY, TaskEvent.AGREED, TaskEvent.REJECTED):
+        run._move(task, event)  # only validation's agreement makes these (its own tests are below)
     else:
         run.retry(task, event, "why")
 
@@ -220,13 +226,13 @@ def test_every_state_and_event_pair_follows_the_table_and_illegal_ones_change_no
         return
     apply(run, task, event)
     assert task.state == after
-    ended = event in OUTCOMES and event is not TaskEvent.FINISH
+    ended = event in OUTCOMES and event not in (TaskEvent.FINISH, TaskEvent.REJECTED)
     # An attempt that ends another way than finishing is recorded and the task goes again as a new one.
     assert task.attempt == attempt + (1 if ended or event is TaskEvent.OUTPUT_LOST else 0)
     recorded = run.history[history:]
     if event is TaskEvent.SUPERSEDED:
         assert [(a.worker_id, a.state) for a in recorded] == [("w-backup", "done"), ("w0", "superseded")]
-    elif event in OUTCOMES:
+    elif event in OUTCOMES and event is not TaskEvent.REJECTED:
         assert [a.state for a in recorded] == [OUTCOMES[event]]
     else:
         assert recorded == []
@@ -270,7 +276,7 @@ def test_a_straggler_is_speculated_once_most_of_its_stage_is_done_and_the_backup
     run.running(backup)
     assert run.ready() == []  # the reduces wait: the map is not done
     superseded = run.done(backup, [Output(p, f"b{p}".ljust(64, "0"), 10, 1, {"w9"}) for p in range(4)], 1, 5)
-    assert superseded == ("1.A.0.3.0", "w3")  # the original attempt, to be stopped on its worker
+    assert superseded == [("1.A.0.3.0", "w3")]  # the original attempt, to be stopped on its worker
     assert (slow.state, slow.worker_id, slow.attempt) == ("done", "w9", 1)
     assert [o.holders for o in slow.outputs] == [{"w9"}] * 4  # only the winner's output is used
     ended = [(a.attempt, a.worker_id, a.state) for a in run.history if (a.stage, a.rank) == (0, 3)]
@@ -284,7 +290,7 @@ def test_when_the_original_attempt_finishes_first_the_backup_is_superseded():
     slow.stalled = True  # no progress for a while: speculated whatever the others did
     assert run.speculable(slow)
     backup = run.backup(slow, "w9")
-    assert run.done(slow, [], 1, 5) == (backup.id, "w9")
+    assert run.done(slow, [], 1, 5) == [(backup.id, "w9")]
     assert (slow.state, slow.worker_id) == ("done", "w3") and backup not in run.active
     assert run.find(backup.id) is None  # its late task-done finds nothing
 
@@ -315,3 +321,96 @@ def test_stages_that_talk_to_other_ranks_and_jobs_that_say_so_are_never_speculat
     assert RunExecution(1, job).unspeculated == {0, 1}
     job.speculation = False
     assert RunExecution(1, job).unspeculated == {0, 1, 2}
+
+
+# ------------------------------------------------------------ validation
+
+
+def validated_map(replicas: int = 2):
+    """A validated run whose input is agreed on and whose map task on rank 0 is running on w0."""
+    job = spec("map", workers=1)
+    job.validation = Validation(replicas=replicas)
+    run = RunExecution(1, job)
+    started(run, ["w0"])
+    [first] = run_ready(run)
+    assert run.replicas_wanted(first) == replicas - 1
+    for worker in [f"r{i}" for i in range(replicas - 1)]:
+        replica = run.replica(first, worker)
+        run.running(replica)
+        run.done(replica, output("in", worker), 1, 5)
+    if first.state == "running":  # with 3 replicas the two others agreed already
+        run.done(first, output("in", "w0"), 1, 5)  # the same outputs: the input is agreed on
+    assert first.state == "done"
+    [task] = run_ready(run)
+    return run, task
+
+
+def output(blob: str, holder: str) -> list[Output]:
+    return [Output(0, blob.ljust(64, "0"), 10, 1, {holder})]
+
+
+def test_a_validated_task_is_done_once_two_workers_gave_the_same_output():
+    run, task = validated_map()
+    assert (task.stage, run.replicas_wanted(task)) == (0, 1)
+    replica = run.replica(task, "w1")
+    run.running(replica)
+    assert run.done(task, output("a", "w0"), 1, 5) == []
+    assert task.state == "verifying" and run.ready() == []  # nothing downstream reads it yet
+    assert run.replicas_wanted(task) == 0  # the replica is still running
+    assert run.done(replica, output("a", "w1"), 1, 5) == []
+    assert task.state == "done" and [o.location[:1] for o in task.outputs] == ["a"]
+    states = [(a.worker_id, a.state) for a in run.history if a.stage == 0]
+    assert sorted(states) == [("w0", "done"), ("w1", "done")]
+
+
+def test_a_mismatch_starts_a_third_attempt_that_decides_and_the_dissenter_is_rejected():
+    run, task = validated_map()
+    replica = run.replica(task, "w1")
+    run.running(replica)
+    run.done(task, output("a", "w0"), 1, 5)
+    run.done(replica, output("b", "w1"), 1, 5)  # a different answer
+    assert task.state == "verifying" and run.replicas_wanted(task) == 1
+    assert run.disagreement(task) is None  # a third attempt may still decide
+    referee = run.replica(task, "w2")
+    run.running(referee)
+    run.done(referee, output("b", "w2"), 1, 5)
+    assert task.state == "done" and task.worker_id == "w1" and task.outputs[0].location.startswith("b")
+    rejected = [a for a in run.history if a.state == "rejected"]
+    assert [(a.worker_id, a.error) for a in rejected] == [
+        ("w0", "its output differs from the one workers w1, w2 agreed on")
+    ]
+
+
+def test_when_replicas_agree_first_the_tasks_own_attempt_is_stopped():
+    run, task = validated_map(replicas=3)
+    first, second = run.replica(task, "w1"), run.replica(task, "w2")
+    for r in (first, second):
+        run.running(r)
+    own = task.id
+    assert run.done(first, output("a", "w1"), 1, 5) == []
+    assert run.done(second, output("a", "w2"), 1, 5) == [(own, "w0")]  # stop the original attempt
+    assert task.state == "done" and task.worker_id == "w1"
+    assert ("w0", "superseded") in [(a.worker_id, a.state) for a in run.history]
+
+
+def test_a_task_whose_attempts_all_disagree_can_never_be_agreed_on():
+    run, task = validated_map()
+    run.done(task, output("a", "w0"), 1, 5)
+    for i, blob in enumerate("bcd", start=1):
+        assert run.replicas_wanted(task) == 1
+        replica = run.replica(task, f"w{i}")
+        run.running(replica)
+        run.done(replica, output(blob, f"w{i}"), 1, 5)
+    assert run.replicas_wanted(task) == 0
+    assert run.disagreement(task) == "4 workers gave 4 different outputs; no 2 agreed"
+
+
+def test_a_result_whose_worker_left_no_longer_counts():
+    run, task = validated_map()
+    replica = run.replica(task, "w1")
+    run.running(replica)
+    run.done(replica, output("a", "w1"), 1, 5)
+    run.lose_worker("w1")  # its output went with it
+    assert run.results[task] == [] and run.replicas_wanted(task) == 1
+    run.done(task, output("a", "w0"), 1, 5)
+    assert task.state == "verifying"

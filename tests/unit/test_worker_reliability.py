@@ -134,7 +134,7 @@ def test_a_worker_timeout_counts_only_when_another_worker_then_completed_the_tas
 
 def test_runs_ended_by_the_job_excuse_everyone():
     excused = {cause for cause in EndCause if cause.jobs_doing}
-    assert excused == {EndCause.CANCELLED, EndCause.JOB_ERROR, EndCause.STAGE_TIMEOUT}
+    assert excused == {EndCause.CANCELLED, EndCause.JOB_ERROR, EndCause.STAGE_TIMEOUT, EndCause.VALIDATION_FAILED}
     run = RunExecution(1, spec())
 
     run.assign("A", 0, "a")
@@ -246,3 +246,13 @@ async def test_scores_kept_by_billing_before_the_move_are_carried_over_to_the_fl
     assert (info.worker_id, info.score, info.runs, info.tasks_done, info.disconnects) == ("w-old", 7.5, 3, 9, 1)
     tables = await WorkerScore.raw("SELECT name FROM sqlite_master WHERE name LIKE 'billing_worker_score%'")
     assert tables == []
+
+
+def test_a_rejected_output_costs_its_worker_whatever_ended_the_run():
+    rejected = type("A", (), {"group": "A", "stage": 0, "rank": 0, "worker_lost": False})
+    history = [rejected(), rejected(), rejected()]
+    for attempt, (worker, state) in zip(history, [("liar", "rejected"), ("w1", "done"), ("w2", "done")], strict=True):
+        attempt.worker_id, attempt.state = worker, state
+    got = by_worker(scores.tally(history, {"liar": 1, "w1": 2, "w2": 3}, set(), excused=True))
+    assert got["liar"].rejections == 1 and got["liar"].points == -scores.FAULT_PENALTY
+    assert got["w1"].points == 1
