@@ -775,7 +775,8 @@ class Coordinator:
             run.params.task_ended(task.group, task.rank)
         self.wake.set()
 
-    def _check_outputs(self, run: Active, task: Task, outputs: list[p.TaskOutput]) -> str:
+    def _check_outputs(self, run: Active, task: Task, outputs: list[p.TaskOutput]) -> str | None:
+        """What is wrong with a task's reported outputs, or None."""
         partitioning = run.execution.partitioning(task.stage)
         for o in outputs:
             if partitioning == "rank" and o.partition != task.rank:
@@ -786,7 +787,7 @@ class Coordinator:
                 return "an output without its SHA-256"
             if run.storage is not None and not (o.key or "").startswith(self._task_prefix(run, task) + "/"):
                 return "an output key outside the task's prefix"
-        return ""
+        return None
 
     def _failed(self, run: Active, task: Task, message: p.TaskFailed) -> None:
         where = f"{_stage_name(run.execution, task.stage)} on rank {task.rank} of group {task.group}"

@@ -45,8 +45,8 @@ class Mailbox:
         self.letters: dict[MailKey, Letter] = {}
         self.posted: dict[MailKey, asyncio.Event] = {}
 
-    def post(self, key: MailKey, letter: Letter) -> str:
-        """'' when posted; else why not (a tag is used once per attempt of a sender)."""
+    def post(self, key: MailKey, letter: Letter) -> str | None:
+        """None when posted; else why not (a tag is used once per attempt of a sender)."""
         earlier = self.letters.get(key)
         if earlier is not None and earlier.attempt >= letter.attempt:
             group, stage, sender, receiver, tag = key
@@ -56,7 +56,7 @@ class Mailbox:
             )
         self.letters[key] = letter
         self.posted.setdefault(key, asyncio.Event()).set()
-        return ""
+        return None
 
     async def collect(self, key: MailKey) -> Letter:
         while (letter := self.letters.get(key)) is None:
@@ -105,9 +105,9 @@ class Peers:
 
     # ------------------------------------------------------------ indirect messages
 
-    def _rank_error(self, run, rank: int) -> str:
+    def _rank_error(self, run, rank: int) -> str | None:
         count = run.execution.worker_count
-        return "" if rank < count else f"rank {rank} does not exist (this run has ranks 0 to {count - 1})"
+        return None if rank < count else f"rank {rank} does not exist (this run has ranks 0 to {count - 1})"
 
     def _send(self, run, task: Task, worker: Worker, message: p.PeerSend) -> None:
         error = self._rank_error(run, message.to_rank)
@@ -120,7 +120,7 @@ class Peers:
             holders = {worker.worker_id} if run.storage is None else set()
             key = (task.group, task.stage, task.rank, message.to_rank, message.tag)
             error = run.mail.post(key, Letter(location, message.size, task.attempt, holders))
-        self.spawn(worker.send(p.PeerSendReply(reply_to=message.id, error=error)))
+        self.spawn(worker.send(p.PeerSendReply(reply_to=message.id, error=error or "")))
 
     def _mail_prefix(self, run, task: Task) -> str:
         return f"{run.key_prefix()}/messages/{task.group}/{stage_label(task.stage)}/rank-{task.rank:05d}/"
