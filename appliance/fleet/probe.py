@@ -21,18 +21,16 @@ PROBE_TIMEOUT = 20.0
 ECHOES = 3
 # Probes wait their turn: a WebRTC peer costs memory and CPU, and a whole fleet may join at once.
 CONCURRENT_PROBES = 4
-_slots: asyncio.Semaphore | None = None
 
 DIRECT = "direct"
 RELAY = "relay"
 UNREACHABLE = "unreachable"
 
 
-async def probe(exchange: Callable[[str], Awaitable[str]]) -> tuple[str, float | None]:
-    """(connectivity, round-trip ms). ``exchange`` sends our SDP offer to the worker and returns its answer."""
-    global _slots
-    _slots = _slots or asyncio.Semaphore(CONCURRENT_PROBES)
-    async with _slots:
+async def probe(exchange: Callable[[str], Awaitable[str]], slots: asyncio.Semaphore) -> tuple[str, float | None]:
+    """(connectivity, round-trip ms). ``exchange`` sends our SDP offer to the worker and returns its answer;
+    ``slots`` (the fleet's, CONCURRENT_PROBES) bounds the probes running at once."""
+    async with slots:
         return await _probe_now(exchange)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from appliance.events import EventHub
 from appliance.fleet import protocol as p
+from appliance.fleet.probe import CONCURRENT_PROBES
 from appliance.fleet.protocol import Capabilities
 from appliance.fleet.transfers import Transfers, TransferTag
 
@@ -94,6 +95,8 @@ class Fleet:
         self.transfers = Transfers()
         # What the fleet publishes (workers joining and leaving, their blobs, transfers, task messages).
         self.events = events
+        # The appliance's connectivity probes of joining workers take turns (fleet/probe.py).
+        self.probe_slots = asyncio.Semaphore(CONCURRENT_PROBES)
 
     def add(self, worker: Worker) -> bool:
         """False when this worker id is already connected (a duplicated tab copies its id)."""
