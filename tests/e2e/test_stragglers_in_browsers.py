@@ -1,0 +1,568 @@
+"""Stragglers in real Chromium workers: a throttled tab's task gets a backup attempt that wins, a tab
+whose browser process is stopped (its renderer still running) has its task reported stalled, and a
+job can turn speculation off (the same with simulated workers: tests/integration/test_stragglers.py).
+
+One appliance (stall limit 8 s) and four worker tabs for the whole module: three in the shared
+Playwright Chromium, one alone in a Chromium this module launches itself (so it owns the browser
+process's pid, to SIGSTOP it). That lone tab is the straggler of every test.
+
+Throttling: ``Emulation.setCPUThrottlingRate`` slows only a page's main thread. Chromium refuses it
+for worker targets ("Operation is only supported for pages, not workers"), and tasks run in a
+dedicated Web Worker per task. So ``Throttle`` also attaches (through the page's CDP session) to
+the tab's workers and pauses them with the debugger for (rate - 1) / rate of every period: the
+same slowdown, for the code that runs the task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, Workers
+from tests.e2e.test_jobs_in_browsers import CorpusServer
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, free_port
+
+pytestmark = pytest.mark.e2e
+
+STALL_SECONDS = 8
+PARTS = 4
+LINES_PER_PART = 1500
+# Work per word in the map (a loop over its letters), so that a map takes a few seconds.
+ROUNDS = 4000
+RATE = 10
+
+
+def make_corpus(seed: int = 11, parts: int = PARTS, lines: int = LINES_PER_PART) -> list[str]:
+    rng = random.Random(seed)
+    words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(800)]
+    return [
+        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(4, 14))) for _ in range(lines)) + "\n"
+        for _ in range(parts)
+    ]
+
+
+# A word count whose map spends CPU on every word (ROUNDS passes over its letters), counts the words
+# of its part in a Map (a small shuffle) and says it is alive with context.progress() as it goes.
+JOB = """
+const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = %(workers)d;
+%(options)s
+execution.setInputFn(async function input() {
+  return %(urls)s;
+});
+
+const map = new MapStage(async function map(x) {
+  context.log('map running');
+  %(map_wait)s
+  const counts = new Map();
+  let check = 0;
+  for await (const kv of x) {
+    const response = await fetch(kv[1]);
+    if (!response.ok) throw new Error(`${kv[1]}: HTTP ${response.status}`);
+    const lines = (await response.text()).split('\\n');
+    for (let n = 0; n < lines.length; n++) {
+      for (const word of lines[n].split(' ')) {
+        if (!word) continue;
+        let h = 0;
+        for (let r = 0; r < %(rounds)d; r++) {
+          for (let i = 0; i < word.length; i++) h = (Math.imul(h, 31) + word.charCodeAt(i) + r) | 0;
+        }
+        check ^= h;
+        counts.set(word, (counts.get(word) || 0) + 1);
+      }
+      if (n %% 50 === 0) context.progress();
+    }
+  }
+  for (const [word, n] of counts) context.emit(word, n);
+  context.log('map checksum ' + check);
+  await context.onComplete();
+});
+map.timeout = %(timeout)d;
+execution.addStage(map);
+
+const reduce = new ReduceStage(async function reduce(keyToValues) {
+  context.log('reduce running');
+  %(reduce_wait)s
+  for (const word in keyToValues) context.emit(word, keyToValues[word].reduce((a, b) => a + b, 0));
+  await context.onComplete();
+});
+reduce.timeout = %(timeout)d;
+execution.addStage(reduce);
+
+execution.start(jobRunner);
+"""
+
+
+def waiting(ms: int) -> str:
+    if not ms:
+        return ""
+    return f"for (let t = 0; t < {ms}; t += 250) {{ context.progress(); await new Promise(r => setTimeout(r, 250)); }}"
+
+
+def job_script(
+    urls: list[str],
+    *,
+    workers: int = 4,
+    speculation: bool = True,
+    rounds: int = ROUNDS,
+    timeout: int = 600,
+    map_ms: int = 0,
+    reduce_ms: int = 0,
+) -> str:
+    return JOB % {
+        "workers": workers,
+        "options": "" if speculation else "execution.speculation = false;",
+        "urls": json.dumps(urls),
+        "rounds": rounds,
+        "timeout": timeout,
+        # A map or reduce that takes a while, and keeps saying so (not stalled while its browser runs).
+        "map_wait": waiting(map_ms),
+        "reduce_wait": waiting(reduce_ms),
+    }
+
+
+class Throttle:
+    """A worker tab slowed ``rate`` times through the DevTools protocol (the page's CDP session):
+    its main thread by ``Emulation.setCPUThrottlingRate``, its dedicated workers (where tasks run,
+    and which that command does not reach) by ``Debugger.pause`` for (rate - 1) / rate of every
+    ``period`` seconds. Call ``wait`` instead of sleeping while it should hold."""
+
+    def __init__(self, page, rate: int = RATE, period: float = 0.5):
+        self.page, self.rate, self.period = page, rate, period
+        self.session = page.context.new_cdp_session(page)
+        self.session.send("Emulation.setCPUThrottlingRate", {"rate": rate})
+        self.workers: set[str] = set()
+        self.sent = 0
+        self.session.on("Target.attachedToTarget", self._attached)
+        self.session.on("Target.detachedFromTarget", lambda event: self.workers.discard(event.get("sessionId")))
+        # Not flattened: the workers' sessions are reached through this one (Target.sendMessageToTarget).
+        self.session.send(
+            "Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": False}
+        )
+
+    def _to(self, session_id: str, method: str) -> None:
+        self.sent += 1
+        message = json.dumps({"id": self.sent, "method": method, "params": {}})
+        try:
+            self.session.send("Target.sendMessageToTarget", {"sessionId": session_id, "message": message})
+        except PlaywrightError:
+            self.workers.discard(session_id)  # the worker ended meanwhile
+
+    def _attached(self, event: dict) -> None:
+        if event["targetInfo"]["type"] == "worker":
+            self.workers.add(event["sessionId"])
+            self._to(event["sessionId"], "Debugger.enable")
+            self._to(event["sessionId"], "Debugger.pause")  # slow from its start
+
+    def wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for session_id in list(self.workers):
+                self._to(session_id, "Debugger.pause")
+            self.page.wait_for_timeout(1000 * self.period * (self.rate - 1) / self.rate)
+            for session_id in list(self.workers):
+                self._to(session_id, "Debugger.resume")
+            self.page.wait_for_timeout(1000 * self.period / self.rate)
+
+    def stop(self) -> None:
+        for session_id in list(self.workers):
+            self._to(session_id, "Debugger.resume")
+        try:
+            self.session.send("Emulation.setCPUThrottlingRate", {"rate": 1})
+            self.session.send("Target.setAutoAttach", {"autoAttach": False, "waitForDebuggerOnStart": False})
+            self.session.detach()
+        except PlaywrightError:
+            pass
+
+
+class LoneChromium:
+    """A headless Chromium launched here (not by Playwright), reached over CDP: this module knows the
+    pid of its browser process."""
+
+    def __init__(self, browser_type):
+        self.profile = tempfile.mkdtemp(prefix="peermr-lone-chromium-")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [
+                CHROMIUM,
+                *CHROMIUM_ARGS,
+                "--headless",
+                f"--remote-debugging-port={self.port}",
+                f"--user-data-dir={self.profile}",
+                "--no-first-run",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/json/version", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("the lone Chromium did not start") from None
+                time.sleep(0.2)
+        self.browser = browser_type.connect_over_cdp(f"http://127.0.0.1:{self.port}")
+        self.pid = self.main_pid()
+
+    def main_pid(self) -> int:
+        """The browser process: the one with our profile on its command line and no --type= (the
+        renderers, GPU and utility processes all have one). /usr/bin/chromium is a wrapper script."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if args and not args[0].endswith((b"sh", b"bash")) and f"--user-data-dir={self.profile}".encode() in args:
+                if not any(a.startswith(b"--type=") for a in args):
+                    found.append(int(entry))
+        assert len(found) == 1, f"browser processes of the lone Chromium: {found}"
+        return found[0]
+
+    def renderers(self) -> list[int]:
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    args = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if self.profile.encode() in args and b"--type=renderer" in args:
+                    pids.append(int(entry))
+        return pids
+
+    def stop_main(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def continue_main(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        self.continue_main()
+        try:
+            self.browser.close()
+        except PlaywrightError:
+            pass
+        for pid in (self.pid, self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return make_corpus()
+
+
+@pytest.fixture(scope="module")
+def data_server(texts):
+    server = CorpusServer({f"/part-{i}.txt": t.encode() for i, t in enumerate(texts)})
+    yield server
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def urls(data_server):
+    return [f"{data_server.origin}/part-{i}.txt" for i in range(PARTS)]
+
+
+@pytest.fixture(scope="module")
+def expected(texts):
+    return dict(Counter(w for t in texts for w in t.split()))
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory, data_server):
+    env = {"PEERMR_FETCH_ORIGINS": data_server.origin, "PEERMR_JOB_STALL_SECONDS": str(STALL_SECONDS)}
+    server = Appliance(tmp_path_factory.mktemp("stragglers") / "data", env=env).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(appliance):
+    client = appliance.client()
+    client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def lone(chromium):
+    browser = LoneChromium(chromium.browser_type)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="module")
+def steady(chromium, appliance, token):
+    """Three worker tabs in the shared Chromium."""
+    fleet = Workers(chromium, appliance, token)
+    fleet.add(3)
+    yield fleet
+    for page in list(fleet.tabs):
+        fleet.close(page)
+
+
+@pytest.fixture(scope="module")
+def straggler(lone, appliance, token, steady):
+    """The fourth worker tab, alone in its browser (connected last)."""
+    fleet = Workers(lone.browser, appliance, token)
+    fleet.add(1)
+    yield fleet
+    for page in list(fleet.tabs):
+        try:
+            fleet.close(page)
+        except PlaywrightError:
+            pass
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def worker_id(page) -> str:
+    return page.evaluate("window.peermrWorker.workerId")
+
+
+def start(api: httpx.Client, name: str, script: str) -> int:
+    job = api.post("/jobs", json={"name": name, "script": script})
+    assert job.status_code == 201, job.text
+    run = api.post(f"/jobs/{job.json()['id']}/runs", json={})
+    assert run.status_code == 201, run.text
+    return run.json()["id"]
+
+
+def ended(api: httpx.Client, run_id: int) -> dict | None:
+    run = api.get(f"/runs/{run_id}").json()
+    return run if run["state"] in ("succeeded", "failed", "cancelled") else None
+
+
+def wait_throttled(api: httpx.Client, run_id: int, throttle: Throttle, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (run := ended(api, run_id)) is not None:
+            return run
+        throttle.wait(1.0)
+    raise AssertionError(f"run {run_id} did not end within {timeout} s: {api.get(f'/runs/{run_id}').json()}")
+
+
+def wait(api: httpx.Client, run_id: int, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (run := ended(api, run_id)) is not None:
+            return run
+        time.sleep(0.25)
+    raise AssertionError(f"run {run_id} did not end within {timeout} s: {api.get(f'/runs/{run_id}').json()}")
+
+
+def output(api: httpx.Client, run_id: int) -> dict:
+    response = api.get(f"/runs/{run_id}/output")
+    assert response.status_code == 200, response.text
+    return dict(json.loads(line) for line in response.text.splitlines())
+
+
+def log_lines(api: httpx.Client, run_id: int, worker: str | None = None) -> list[dict]:
+    params = {"worker": worker} if worker else {}
+    return [json.loads(line) for line in api.get(f"/runs/{run_id}/logs", params=params).text.splitlines()]
+
+
+def log_text(api: httpx.Client, run_id: int) -> str:
+    return "\n".join(line["text"] for line in log_lines(api, run_id))
+
+
+def attempts(appliance: Appliance, run_id: int) -> list[tuple]:
+    return appliance.query(
+        f"SELECT stage, rank, attempt, worker_id, state FROM jobs_task WHERE run = {run_id} "
+        "ORDER BY stage, rank, attempt"
+    )
+
+
+def durations(appliance: Appliance, run_id: int) -> list[tuple]:
+    """(stage, rank, worker, state, seconds) of every attempt: what a failed assertion shows."""
+    rows = appliance.query(
+        f"SELECT stage, rank, worker_id, state, started_at, finished_at FROM jobs_task WHERE run = {run_id} "
+        "ORDER BY stage, rank, attempt"
+    )
+    return [(st, rank, w[:8], state, round(when(f) - when(s), 2)) for st, rank, w, state, s, f in rows]
+
+
+def when(value) -> float:
+    """A timestamp of the store (SQLite text or a datetime) as seconds since the epoch."""
+    stamp = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def all_idle(api: httpx.Client, pages: list, timeout: float = 60) -> None:
+    """Every tab connected and not in a run (a run just ended: its workers are freed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = [p.evaluate("[window.peermrWorker.connected, window.peermrWorker.state]") for p in pages]
+        if all(connected and state == "idle" for connected, state in states):
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"worker tabs not idle: {states}")
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_a_throttled_tab_gets_a_backup_attempt_that_wins(appliance, api, admin, steady, straggler, urls, expected):
+    tab = straggler.tabs[0]
+    slow = worker_id(tab)
+    all_idle(api, steady.tabs + straggler.tabs)
+    throttle = Throttle(tab)
+    try:
+        run_id = start(api, "throttled", job_script(urls))
+        run = wait_throttled(api, run_id, throttle, timeout=240)
+    finally:
+        throttle.stop()
+    log = log_text(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + log[-3000:]
+    assert output(api, run_id) == expected
+    rows = attempts(appliance, run_id)
+    # The throttled tab's map lost the race to a backup attempt on another tab.
+    superseded = [r for r in rows if r[0] == 0 and r[4] == "superseded"]
+    assert [r[3] for r in superseded] == [slow], f"{slow[:8]} {durations(appliance, run_id)}\n{log}"
+    rank = superseded[0][1]
+    winner = [r for r in rows if r[0] == 0 and r[1] == rank and r[4] == "done"]
+    assert len(winner) == 1 and winner[0][3] != slow and winner[0][2] > superseded[0][2], rows
+    assert f"on worker {slow} is slow (" in log or f"on worker {slow} is stalled" in log, log
+    assert f"a backup attempt starts on worker {winner[0][3]}" in log, log
+    won = f"attempt {winner[0][2]} on worker {winner[0][3]} finished first"
+    assert f"{won}; attempt {superseded[0][2]} on worker {slow} is cancelled" in log, log
+    # The run page's timeline shows both attempts of that map.
+    page = admin.get(f"/ui/runs/{run_id}").text
+    assert 'class="tl-bar tl-superseded"' in page and 'class="tl-bar tl-done"' in page
+
+
+def test_speculation_off_the_throttled_tab_finishes_its_own_task(appliance, api, steady, straggler, urls, expected):
+    tab = straggler.tabs[0]
+    slow = worker_id(tab)
+    all_idle(api, steady.tabs + straggler.tabs)
+    throttle = Throttle(tab)
+    try:
+        run_id = start(api, "throttled-no-speculation", job_script(urls, speculation=False))
+        run = wait_throttled(api, run_id, throttle, timeout=300)
+    finally:
+        throttle.stop()
+    log = log_text(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + log[-3000:]
+    assert output(api, run_id) == expected
+    rows = attempts(appliance, run_id)
+    assert all(r[4] == "done" for r in rows), rows
+    assert "a backup attempt starts" not in log and "finished first" not in log
+    # The throttled tab did run its map, and took clearly longer than the others.
+    maps = [
+        (w, when(finished) - when(started))
+        for w, started, finished in appliance.query(
+            f"SELECT worker_id, started_at, finished_at FROM jobs_task WHERE run = {run_id} AND stage = 0"
+        )
+    ]
+    mine = [s for w, s in maps if w == slow]
+    others = sorted(s for w, s in maps if w != slow)
+    assert len(mine) == 1 and mine[0] > 2 * others[len(others) // 2], maps
+
+
+def running_on(api: httpx.Client, run_id: int, worker: str, what: str, timeout: float = 120) -> None:
+    """Wait for the log line ``what`` from the tab ``worker`` and from every rank (all of them have
+    their inputs: none is still copying one from ``worker``); logs are stored every second."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = [line for line in log_lines(api, run_id) if line["text"] == what]
+        if any(line["source"] == worker for line in lines) and len({line["source"] for line in lines}) >= PARTS:
+            return
+        if ended(api, run_id) is not None:
+            raise AssertionError(f"run {run_id} ended before {worker} logged {what!r}: {log_text(api, run_id)}")
+        time.sleep(0.2)
+    raise AssertionError(f"{worker} did not log {what!r} in run {run_id}")
+
+
+@pytest.mark.parametrize("stage", ["map", "reduce"])
+def test_a_browser_stopped_mid_task_is_reported_stalled(appliance, api, lone, steady, straggler, urls, expected, stage):
+    """SIGSTOP the lone Chromium's browser process once its tab runs a map (or a reduce); SIGCONT
+    after the run ended.
+
+    What happens (Chromium 156): the renderer goes on, the page still answers pings, but the task
+    hangs where it needs the browser process (its fetch, storing its output). After
+    job_stall_seconds the appliance reports it stalled and starts a backup attempt on the fifth
+    tab. A stalled map's backup wins; the stopped tab keeps its rank though, and gets that rank's
+    reduce, whose input copy to it times out. A stalled reduce's backup cannot start: one of its
+    inputs (the stopped tab's own map output) lives only in that browser, so copying it times out.
+    Once a copy to or from the stopped tab was tried, its page stops answering pings and the tab is
+    dropped (the 45 s silence limit); the fifth tab takes over its rank and runs again what it held.
+    (With speculation off the stalled map hangs until the stage's timeout: nothing copies anything
+    from the tab, and it answers pings all along.)"""
+    tab = straggler.tabs[0]
+    all_idle(api, steady.tabs + straggler.tabs)
+    stuck = worker_id(tab)
+    timeout = 300
+    script = job_script(urls, timeout=timeout, map_ms=8000 if stage == "map" else 0, reduce_ms=4000)
+    run_id = start(api, f"stopped-browser-{stage}", script)
+    assert lone.renderers(), "the lone Chromium has no renderer process"
+    started = time.monotonic()
+    spare = None
+    try:
+        while api.get(f"/runs/{run_id}").json()["state"] == "queued":
+            time.sleep(0.1)
+        # A fifth tab, in no run (added once the run holds the other four): the backup attempt's first
+        # choice, and the replacement of the stopped browser's tab when it is dropped.
+        steady.add(1)
+        spare = steady.tabs[-1]
+        running_on(api, run_id, stuck, f"{stage} running")
+        lone.stop_main()
+        stopped_at = time.monotonic()
+        run = wait(api, run_id, timeout=timeout)
+        took = time.monotonic() - started
+    finally:
+        lone.continue_main()
+        if spare is not None:
+            steady.close(spare)
+    log = log_text(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + log[-4000:]
+    assert output(api, run_id) == expected
+    assert took < timeout / 2, f"{took:.0f} s for a stage timeout of {timeout} s\n{log}"
+    index, name = (0, "stage 1 (map)") if stage == "map" else (1, "stage 2 (reduce)")
+    rows = attempts(appliance, run_id)
+    rank = next(r[1] for r in rows if r[0] == index and r[3] == stuck)
+    where = f"{name} on rank {rank} of group A"
+    assert f"{where} is stalled: no progress for" in log and f"while worker {stuck} still answers" in log, log
+    assert f"{where} on worker {stuck} is " in log and "a backup attempt starts on worker" in log, log
+    if stage == "map":  # the backup won
+        assert (0, rank, stuck, "superseded") in [(r[0], r[1], r[3], r[4]) for r in rows], rows
+    # The appliance's handling once the tab stops answering: it is dropped, another tab takes its rank.
+    assert f"worker {stuck} (rank {rank} of group A) disconnected" in log, log
+    assert f"took over rank {rank} of group A" in log, log
+    assert (index, rank, "done") in [(r[0], r[1], r[4]) for r in rows if r[3] != stuck], rows
+    before = stopped_at - started
+    print(f"\n{stage}: the browser stopped {before:.1f} s into the run, which ended {took - before:.1f} s later")
+    print(
+        "\n".join(f"  {line['at'][11:23]} {line['source'][:8]} {line['text'][:160]}" for line in log_lines(api, run_id))
+    )
