@@ -15,7 +15,6 @@ from appliance.accounts.auth import COORDINATOR, USER, access
 from appliance.config import Settings
 from appliance.pmrfs import service
 from appliance.pmrfs.service import BucketInfo, ObjectInfo, ObjectStatus
-from appliance.web.errors import api_errors
 
 TAGS = ["pmrfs"]
 
@@ -44,8 +43,7 @@ def object_key(request: Request, prefix: str, key: str) -> str:
     "A private bucket (the default) keeps its data in its owner's browsers only.",
 )
 async def create_bucket(request: Request, bucket: FromPath[str], private: FromQuery[bool] = True) -> BucketInfo:
-    with api_errors():
-        return await service.create_bucket(Actor.of(request.user), bucket, private)
+    return await service.create_bucket(Actor.of(request.user), bucket, private)
 
 
 @get("/api/v1/buckets", opt=access(USER), tags=TAGS, summary="Your buckets (an admin sees all)")
@@ -62,8 +60,7 @@ async def list_buckets(request: Request) -> list[BucketInfo]:
     description="409 when it still has objects, unless force=true deletes them too.",
 )
 async def delete_bucket(request: Request, bucket: FromPath[str], force: FromQuery[bool] = False) -> None:
-    with api_errors():
-        await service.delete_bucket(Actor.of(request.user), bucket, request.app.state.store, force=force)
+    await service.delete_bucket(Actor.of(request.user), bucket, request.app.state.store, force=force)
 
 
 @put(
@@ -84,18 +81,17 @@ async def put_object(
     settings: NamedDependency[Settings],
     pin: FromQuery[bool] = True,
 ) -> ObjectInfo:
-    with api_errors():
-        return await service.put_object(
-            Actor.of(request.user),
-            bucket,
-            object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
-            request.stream(),
-            request.app.state.store,
-            max_bytes=settings.pmrfs_max_upload_bytes,
-            content_type=request.headers.get("content-type"),
-            pinned=pin,
-            declared_size=request.content_length,
-        )
+    return await service.put_object(
+        Actor.of(request.user),
+        bucket,
+        object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
+        request.stream(),
+        request.app.state.store,
+        max_bytes=settings.pmrfs_max_upload_bytes,
+        content_type=request.headers.get("content-type"),
+        pinned=pin,
+        declared_size=request.content_length,
+    )
 
 
 @get(
@@ -106,14 +102,13 @@ async def put_object(
     description="503 when some blob of the object has no live replica.",
 )
 async def get_object(request: Request, bucket: FromPath[str], key: FromPath[str]) -> Stream:
-    with api_errors():
-        info, content = await service.open_object(
-            Actor.of(request.user),
-            bucket,
-            object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
-            request.app.state.store,
-            request.app.state.live_holders,
-        )
+    info, content = await service.open_object(
+        Actor.of(request.user),
+        bucket,
+        object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
+        request.app.state.store,
+        request.app.state.live_holders,
+    )
     return Stream(
         content=content,
         media_type=info.content_type,
@@ -123,8 +118,7 @@ async def get_object(request: Request, bucket: FromPath[str], key: FromPath[str]
 
 @get("/api/v1/buckets/{bucket:str}/objects", opt=access(USER), tags=TAGS, summary="List objects")
 async def list_objects(request: Request, bucket: FromPath[str], prefix: FromQuery[str] = "") -> list[ObjectInfo]:
-    with api_errors():
-        return await service.list_objects(Actor.of(request.user), bucket, request.app.state.live_holders, prefix)
+    return await service.list_objects(Actor.of(request.user), bucket, request.app.state.live_holders, prefix)
 
 
 @delete(
@@ -135,13 +129,12 @@ async def list_objects(request: Request, bucket: FromPath[str], prefix: FromQuer
     summary="Delete an object",
 )
 async def delete_object(request: Request, bucket: FromPath[str], key: FromPath[str]) -> None:
-    with api_errors():
-        await service.delete_object(
-            Actor.of(request.user),
-            bucket,
-            object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
-            request.app.state.store,
-        )
+    await service.delete_object(
+        Actor.of(request.user),
+        bucket,
+        object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
+        request.app.state.store,
+    )
 
 
 @get(
@@ -153,13 +146,12 @@ async def delete_object(request: Request, bucket: FromPath[str], key: FromPath[s
     "for the appliance's disk, otherwise worker ids) and those recorded but offline.",
 )
 async def object_status(request: Request, bucket: FromPath[str], key: FromPath[str]) -> ObjectStatus:
-    with api_errors():
-        return await service.object_status(
-            Actor.of(request.user),
-            bucket,
-            object_key(request, f"/api/v1/objects-status/{bucket}/", key),
-            request.app.state.live_holders,
-        )
+    return await service.object_status(
+        Actor.of(request.user),
+        bucket,
+        object_key(request, f"/api/v1/objects-status/{bucket}/", key),
+        request.app.state.live_holders,
+    )
 
 
 ROUTES = [

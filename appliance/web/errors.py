@@ -9,8 +9,6 @@ shows a refusal in place of its own (a form shown again with the message) catche
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from urllib.parse import quote
 
 from litestar import MediaType, Request, Response
@@ -30,12 +28,6 @@ from appliance.web.rendering import is_htmx, page, redirect
 log = logging.getLogger(__name__)
 
 CSRF_FAILURE = "CSRF token verification failed"
-
-
-@contextmanager
-def api_errors() -> Iterator[None]:
-    """Kept for routes that still wrap their calls; ``service_error`` maps every ServiceError the same way."""
-    yield
 
 
 def _wants_json(request: Request) -> bool:
