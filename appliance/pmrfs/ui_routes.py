@@ -91,8 +91,8 @@ async def delete_bucket(request: Request, bucket: FromPath[str], data: Form[Buck
         count = await service.delete_bucket(
             Actor.of(request.user), bucket, request.app.state.store, force=data.force == "true"
         )
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    except NotFound:
+        raise  # the 404 page, as web.errors.service_error shows it
     except ServiceError as exc:
         return _to_storage(request, str(exc), "error")
     with_objects = f" with its {count} object{'s' if count != 1 else ''}" if count else ""
@@ -124,10 +124,7 @@ async def _objects_partial(request: Request, bucket: str, prefix: str, message: 
 async def bucket_page(
     request: Request, bucket: FromPath[str], settings: NamedDependency[Settings], prefix: FromQuery[str] = ""
 ) -> Template:
-    try:
-        context = await _objects_context(request, bucket, prefix)
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    context = await _objects_context(request, bucket, prefix)
     return page(request, "pmrfs/bucket.html", **context, max_upload=settings.pmrfs_max_upload_bytes)
 
 
@@ -145,8 +142,8 @@ async def _after_change(request: Request, bucket: str, prefix: str, message: str
 async def delete_object(request: Request, bucket: FromPath[str], data: Form[ObjectForm]) -> Response:
     try:
         await service.delete_object(Actor.of(request.user), bucket, data.key, request.app.state.store)
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    except NotFound:
+        raise  # the 404 page, as web.errors.service_error shows it
     except ServiceError as exc:
         return await _after_change(request, bucket, data.prefix, str(exc), "error")
     return await _after_change(request, bucket, data.prefix, f"Deleted {data.key}.")
@@ -158,8 +155,8 @@ async def pin_object(request: Request, bucket: FromPath[str], data: Form[ObjectF
     state = request.app.state
     try:
         await service.set_pinned(Actor.of(request.user), bucket, data.key, pinned, state.store, state.live_holders)
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    except NotFound:
+        raise  # the 404 page, as web.errors.service_error shows it
     except ServiceError as exc:
         return await _after_change(request, bucket, data.prefix, str(exc), "error")
     what = "keeps its copy on the appliance" if pinned else "may leave the appliance once browsers hold enough copies"
@@ -192,8 +189,8 @@ async def download(request: Request, bucket: FromPath[str], key: FromPath[str]) 
     state = request.app.state
     try:
         info, content = await service.open_object(Actor.of(request.user), bucket, key, state.store, state.live_holders)
-    except NotFound as exc:
-        raise NotFoundException(str(exc)) from None
+    except NotFound:
+        raise  # the 404 page, as web.errors.service_error shows it
     except ServiceError as exc:
         return redirect(bucket_url(bucket), str(exc), "error")
     return Stream(
@@ -334,7 +331,7 @@ async def upload(request: Request, bucket: FromPath[str], settings: NamedDepende
     except NotFound as exc:
         if is_htmx(request):
             return page(request, "_flash_oob.html", flashes=[("error", str(exc))])
-        raise NotFoundException(str(exc)) from None
+        raise  # the 404 page, as web.errors.service_error shows it
     except ServiceError as exc:
         prefix = form.fields.get("prefix", "") if form else ""
         return await _after_change(request, bucket, prefix, str(exc), "error")
