@@ -7,6 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from appliance.billing import periods
+from appliance.commands import command_settings
 
 if TYPE_CHECKING:
     from appliance.billing.context import BillingContext
@@ -71,13 +72,8 @@ async def _bill(args: argparse.Namespace, billing: BillingContext) -> str:
 def cmd_bill(args: argparse.Namespace) -> None:
     from appliance import db
     from appliance.billing.context import BillingContext
-    from appliance.billing.settlement import BillingError
-    from appliance.commands import CommandError, command_settings
 
-    try:
-        periods.check(args.period)
-    except periods.PeriodError as exc:
-        raise CommandError(str(exc)) from exc
+    periods.check(args.period)
     settings = command_settings(args)
     db.configure(settings)
     billing = BillingContext.from_settings(settings)
@@ -86,7 +82,4 @@ def cmd_bill(args: argparse.Namespace) -> None:
         await db.migrate()
         return await _bill(args, billing)
 
-    try:
-        print(asyncio.run(run()))
-    except BillingError as exc:
-        raise CommandError(str(exc)) from exc
+    print(asyncio.run(run()))
