@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
+from appliance.accounts import users
 from appliance.billing import ledger, meters, periods, statements
 from appliance.billing.context import BillingContext
 from appliance.billing.ledger import CONSUMER, RESOURCES
@@ -224,17 +225,11 @@ async def _update_payout(payout_id: int, **values) -> None:
     await Payout.update({getattr(Payout, k): v for k, v in values.items()}).where(Payout.id == payout_id)
 
 
-async def _email(account: int) -> str | None:
-    from appliance.accounts import users
-
-    return await users.email_of(account)
-
-
 async def _customer(stripe: StripeGateway, account: int) -> str:
     row = await StripeCustomer.select(StripeCustomer.stripe_id).where(StripeCustomer.account == account).first()
     if row:
         return row["stripe_id"]
-    stripe_id = await stripe.customer(account, await _email(account) or "")
+    stripe_id = await stripe.customer(account, await users.email_of(account) or "")
     await StripeCustomer.insert(StripeCustomer(account=account, stripe_id=stripe_id, created_at=now())).on_conflict(
         target=StripeCustomer.account, action="DO NOTHING"
     )
@@ -365,7 +360,7 @@ async def onboarding_link(stripe: StripeGateway, account: int, return_url: str, 
     """A Stripe-hosted onboarding URL for a worker account (its Express account is created once)."""
     found = await connected_account(account)
     if found is None:
-        stripe_id = await stripe.create_connected_account(account, await _email(account) or "")
+        stripe_id = await stripe.create_connected_account(account, await users.email_of(account) or "")
         await ConnectedAccount.insert(
             ConnectedAccount(account=account, stripe_id=stripe_id, updated_at=now())
         ).on_conflict(target=ConnectedAccount.account, action="DO NOTHING")
