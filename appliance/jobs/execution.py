@@ -85,6 +85,11 @@ EXTRA_VALIDATION_ATTEMPTS = 2
 SPECULATION_QUANTILE = 0.75
 SPECULATION_MULTIPLIER = 1.5
 SPECULATION_MIN_SECONDS = 1.0
+# Earlier, as LATE does (Zaharia et al., OSDI 2008): a task emitting at under this share of its
+# stage's median rate, after LAGGING_MIN_SECONDS, is lagging (a slow tab shows long before the
+# stage is mostly done, and a spare worker can redo its work meanwhile).
+LAGGING_RATE = 1 / 3
+LAGGING_MIN_SECONDS = 2.0
 # A stage whose code talks to other ranks or the parameter server is never speculated: two attempts
 # of one rank would both take part. (At run time a backup that tries is refused as well.)
 _TALKS_TO_RANKS = re.compile(
@@ -690,11 +695,13 @@ class RunExecution:
         ]
 
     def speculable(self, task: Task, now: float | None = None) -> bool:
-        """Whether a running task deserves a backup attempt: it is stalled, or its stage is mostly done
-        and it runs much longer than the median finished task."""
+        """Whether a running task deserves a backup attempt: it is stalled, it emits far more slowly than
+        the rest of its stage, or its stage is mostly done and it runs much longer than the median
+        finished task."""
         if task.is_backup or task.state != "running" or task in self.backups or task.stage in self.unspeculated:
             return False
-        if task.stalled:
+        now = time.monotonic() if now is None else now
+        if task.stalled or self._lagging(task, now):
             return True
         group = self.groups[task.group]
         size = group.stage_size[task.stage]
@@ -703,9 +710,22 @@ class RunExecution:
         durations = [
             t.finished - t.started for (stage, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
         ]
-        now = time.monotonic() if now is None else now
         limit = max(SPECULATION_MULTIPLIER * statistics.median(durations), SPECULATION_MIN_SECONDS)
         return now - task.started > limit
+
+    def _lagging(self, task: Task, now: float) -> bool:
+        elapsed = now - task.started
+        if elapsed < LAGGING_MIN_SECONDS:
+            return False
+        others = [
+            t
+            for (stage, _), t in self.groups[task.group].tasks.items()
+            if stage == task.stage and t is not task and t.state in ("running", "done")
+        ]
+        rates = [t.emits / max((t.finished if t.state == "done" else now) - t.started, 1e-3) for t in others]
+        if len(rates) < 2 or statistics.median(rates) <= 0:
+            return False  # nothing to compare with (or a stage that emits only at its end)
+        return task.emits / elapsed < LAGGING_RATE * statistics.median(rates)
 
     # ------------------------------------------------------------ progress
 

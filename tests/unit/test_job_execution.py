@@ -267,7 +267,7 @@ def test_a_straggler_is_speculated_once_most_of_its_stage_is_done_and_the_backup
         finish(run, t, [0, 1, 2, 3])
         t.finished = 102.0  # 2 s each
     slow = maps[3]
-    slow.started = 100.0
+    slow.started, slow.emits = 100.0, 4  # emitting about as fast as the others did: not lagging
     assert not run.speculable(slow, now=102.5)  # under 1.5 x the 2 s median
     assert run.speculable(slow, now=103.5)
     backup = run.backup(slow, "w9", now=103.5)
@@ -414,3 +414,17 @@ def test_a_result_whose_worker_left_no_longer_counts():
     assert run.results[task] == [] and run.replicas_wanted(task) == 1
     run.done(task, output("a", "w0"), 1, 5)
     assert task.state == "verifying"
+
+
+def test_a_task_emitting_far_more_slowly_than_its_stage_is_speculated_early():
+    run, maps = map_stage_running()
+    for t, emits in zip(maps, [900, 1000, 1100, 50], strict=True):
+        t.started, t.emits = 100.0, emits
+    slow = maps[3]
+    assert not run.speculable(slow, now=101.0)  # too early to judge
+    assert run.speculable(slow, now=103.0)  # 25 emits/s against a median of 500: lagging, nothing done yet
+    assert not run.speculable(maps[0], now=103.0)
+    # A stage that emits only at its end gives no rate to compare: the 75 % / 1.5 x rule decides.
+    for t in maps:
+        t.emits = 0
+    assert not run.speculable(slow, now=103.0)
