@@ -60,10 +60,15 @@ def disallowed_urls(urls: list[str], appliance_origin: str, allowed: list[str]) 
 
 def content_security_policy(appliance_origin: str, script_origins: list[str], connect_origins: list[str]) -> str:
     """The task Web Worker's CSP. The appliance is named by its http(s) origin, which (unlike 'self')
-    does not match its WebSocket: job code cannot open the worker protocol."""
+    does not match its WebSocket: job code cannot open the worker protocol.
+
+    'unsafe-eval' is allowed here, and only here (never on the dashboard's pages): job code is
+    arbitrary code already, so eval gives it nothing new, while Emscripten's embind, TF.js bundles and
+    many other libraries build functions from strings. The sandbox's boundary is what the task may
+    reach (connect-src, GET only, no importScripts), the worker protocol and the page."""
     scripts = " ".join(dict.fromkeys([appliance_origin, *script_origins]))
     connect = " ".join(dict.fromkeys([appliance_origin, *connect_origins]))
     return (
-        f"default-src 'none'; script-src {scripts} 'wasm-unsafe-eval'; connect-src {connect}; "
+        f"default-src 'none'; script-src {scripts} 'unsafe-eval' 'wasm-unsafe-eval'; connect-src {connect}; "
         "base-uri 'none'; form-action 'none'"
     )

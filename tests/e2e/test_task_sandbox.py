@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from appliance.jobs import codecs
+from appliance.jobs.sandbox_policy import content_security_policy
 from tests.support import QuietHandler
 
 pytestmark = pytest.mark.e2e
@@ -106,10 +107,7 @@ class Handler(QuietHandler):
             if name not in self.scripts:
                 return self.reply(404)
             script, connect = self.scripts[name]
-            csp = (
-                f"default-src 'none'; script-src {self.origin} 'wasm-unsafe-eval'; "
-                f"connect-src {' '.join([self.origin, *connect])}"
-            )
+            csp = content_security_policy(self.origin, [], connect)  # the appliance's own
             return self.reply(200, script.encode(), "text/javascript", {"content-security-policy": csp})
         if path.startswith("/s3/") and path[4:] in self.bucket:
             return self.reply(200, self.bucket[path[4:]], "application/octet-stream")
@@ -480,6 +478,9 @@ PROBE_MAP = """async function map(x) {
   const wasm = await WebAssembly.instantiateStreaming(fetch(context.getWebAssemblyURL('add.wasm')));
   probe.wasm = wasm.instance.exports.add(2, 3);
   await attempt('unknown wasm', () => context.getWebAssemblyURL('nope.wasm'));
+  // eval and new Function work in the task (embind and many libraries need them).
+  await attempt('eval', () => eval('6 * 7'));
+  await attempt('new Function', () => new Function('a', 'return a * 7')(6));
   context.setWorkerTimeout(120);
   context.emit('probe', probe);
 }"""
@@ -505,6 +506,7 @@ def test_seal_refuses_imports_other_origins_and_writes(harness, servers):
     assert Handler.posts == []
     assert probe["wasm"] == 5
     assert probe["unknown wasm"] == 'refused: no WebAssembly binary named "nope.wasm" (declared: add.wasm)'
+    assert probe["eval"] == probe["new Function"] == 42
     assert {"type": "task-worker-timeout", "taskId": end["taskId"], "seconds": 120} in messages
 
     # An origin the appliance allows for this job (in fetchOrigins and in the script's connect-src).

@@ -82,6 +82,7 @@ def test_security_headers_on_pages(appliance: Appliance):
     response = appliance.client().get("/login")
     csp = response.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+    assert "unsafe-eval" not in csp  # only a task's Web Worker may evaluate strings
     assert response.headers["x-frame-options"] == "DENY"
     assert response.headers["referrer-policy"] == "same-origin"
     assert response.headers["x-content-type-options"] == "nosniff"
