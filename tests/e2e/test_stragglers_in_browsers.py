@@ -448,9 +448,10 @@ def test_a_throttled_tab_gets_a_backup_attempt_that_wins(appliance, api, admin, 
     assert run["state"] == "succeeded", run["reason"] + log[-3000:]
     assert output(api, run_id) == expected
     rows = attempts(appliance, run_id)
-    # The throttled tab's map lost the race to a backup attempt on another tab.
-    superseded = [r for r in rows if r[0] == 0 and r[4] == "superseded"]
-    assert [r[3] for r in superseded] == [slow], f"{slow[:8]} {durations(appliance, run_id)}\n{log}"
+    # The throttled tab's map lost the race to a backup attempt on another tab. (Another tab's map may
+    # have had a backup too, on a loaded machine: there the backup is what lost.)
+    superseded = [r for r in rows if r[0] == 0 and r[4] == "superseded" and r[3] == slow]
+    assert len(superseded) == 1, f"{slow[:8]} {durations(appliance, run_id)}\n{log}"
     rank = superseded[0][1]
     winner = [r for r in rows if r[0] == 0 and r[1] == rank and r[4] == "done"]
     assert len(winner) == 1 and winner[0][3] != slow and winner[0][2] > superseded[0][2], rows
