@@ -476,13 +476,12 @@ class Coordinator:
                 f"while worker {task.worker_id} still answers",
                 level="warn",
             )
-        for task in [t for t in execution.active if execution.speculable(t, clock)]:
+        for task, why in [(t, why) for t in list(execution.active) if (why := execution.speculable(t, clock))]:
             helper = self._backup_worker(run, task)
             if helper is None:
                 return
             backup = execution.backup(task, helper.worker_id, clock)
             self._enlist(run, helper)
-            why = "stalled" if task.stalled else f"slow ({clock - task.started:.1f} s)"
             self.logs.add(
                 run.run_id,
                 f"{self._where(run, task)} on worker {task.worker_id} is {why}: "
@@ -554,6 +553,20 @@ class Coordinator:
             run.run_id, f"attempt {backup.attempt} of {self._where(run, backup)} on worker {worker_id} ended: {why}"
         )
         self._release(run, worker_id)
+
+    def _take_off_stalled(self, run: Active, worker_id: str, task: Task, running: Task | None = None) -> None:
+        """A browser whose attempt of ``task`` made no progress while it answered pings, and that another
+        worker outran or could not copy from, is hung (a stopped browser process, say): it leaves the
+        run, its rank goes to another worker and what only it held is computed again."""
+        if self.fleet.get(worker_id) is None or worker_id in run.excluded:
+            return
+        self.logs.add(
+            run.run_id,
+            f"worker {worker_id} made no progress on {self._where(run, task)} while it answered pings: "
+            "taken off the run",
+            level="warn",
+        )
+        self._send_away(run, worker_id, running)  # ``running``: its attempt still under way there
 
     def _release(self, run: Active, worker_id: str) -> None:
         """A helper worker whose backup attempt ended is free again."""
@@ -648,6 +661,10 @@ class Coordinator:
                 return  # lost meanwhile; it was rescheduled
             if error is not None and task.is_backup:
                 self._drop_backup(run, task, TaskEvent.FAIL, f"could not move an input to its worker: {error}")
+                if task.primary.stalled and task.primary.state == "running":
+                    # What a stalled task's backup cannot copy is likely on the stalled browser itself:
+                    # take it off the run, so what only it holds is computed again elsewhere.
+                    self._take_off_stalled(run, task.primary.worker_id or "", task, running=task.primary)
                 return
             if error is not None:
                 run.staging_failures += 1
@@ -751,6 +768,10 @@ class Coordinator:
             for o in message.outputs
         ]
         recorded = len(run.execution.history)
+        # Attempts of this task stalled now: if another attempt decides it, their browser is hung.
+        primary = task.primary or task
+        attempts = [primary, *run.execution.all_extra_attempts()]
+        stalled = {a.id for a in attempts if a is not task and a.stalled and (a.primary or a) is primary}
         stopped = run.execution.done(task, outputs, message.emits, message.cpu_ms)
         for rejected in [a for a in run.execution.history[recorded:] if a.state == "rejected"]:
             self.logs.add(
@@ -770,6 +791,8 @@ class Coordinator:
                 f"attempt {loser_id.rsplit('.', 1)[1]} on worker {loser_worker} is cancelled",
             )
             self._release(run, loser_worker)
+            if loser_id in stalled:
+                self._take_off_stalled(run, loser_worker, task)
         self._release(run, worker.worker_id)
         if task.primary is None:
             run.params.task_ended(task.group, task.rank)

@@ -144,6 +144,7 @@ class Task:
     # When its progress (emits, bytes written, ticks) last moved, and whether it is stalled now.
     progressed_at: float = 0.0
     stalled: bool = False
+    launched: float = 0.0  # when its inputs were in place and it was sent to its worker
     # Attempt numbers handed out so far (a backup takes the next one, so task ids never repeat).
     attempts: int = 1
     # Set on a backup attempt: the task it races (the task's own state lives there).
@@ -370,8 +371,9 @@ class RunExecution:
             group.stage_started[task.stage] = now
             group.open_stages.add(task.stage)
 
-    def running(self, task: Task) -> None:
+    def running(self, task: Task, now: float | None = None) -> None:
         self._move(task, TaskEvent.LAUNCH)
+        task.launched = task.progressed_at = time.monotonic() if now is None else now
 
     def done(
         self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None
@@ -694,38 +696,46 @@ class RunExecution:
             t for t in self.active if t.state == "running" and not t.stalled and now - t.progressed_at > stall_seconds
         ]
 
-    def speculable(self, task: Task, now: float | None = None) -> bool:
-        """Whether a running task deserves a backup attempt: it is stalled, it emits far more slowly than
-        the rest of its stage, or its stage is mostly done and it runs much longer than the median
+    def speculable(self, task: Task, now: float | None = None) -> str | None:
+        """Why a running task deserves a backup attempt, or None: it is stalled, it emits far more slowly
+        than the rest of its stage, or its stage is mostly done and it runs much longer than the median
         finished task."""
         if task.is_backup or task.state != "running" or task in self.backups or task.stage in self.unspeculated:
-            return False
+            return None
         now = time.monotonic() if now is None else now
-        if task.stalled or self._lagging(task, now):
-            return True
+        if task.stalled:
+            return "stalled"
+        if lagging := self._lagging(task, now):
+            return lagging
         group = self.groups[task.group]
         size = group.stage_size[task.stage]
         if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
-            return False
+            return None
         durations = [
             t.finished - t.started for (stage, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
         ]
-        limit = max(SPECULATION_MULTIPLIER * statistics.median(durations), SPECULATION_MIN_SECONDS)
-        return now - task.started > limit
+        median = statistics.median(durations)
+        if now - task.started <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
+            return None
+        return f"slow: {now - task.started:.1f} s, the stage's finished tasks took {median:.1f} s (median)"
 
-    def _lagging(self, task: Task, now: float) -> bool:
-        elapsed = now - task.started
+    def _lagging(self, task: Task, now: float) -> str | None:
+        """Rates count from each attempt's launch: time spent copying inputs is not the task's slowness."""
+        elapsed = now - task.launched
         if elapsed < LAGGING_MIN_SECONDS:
-            return False
+            return None
         others = [
             t
             for (stage, _), t in self.groups[task.group].tasks.items()
             if stage == task.stage and t is not task and t.state in ("running", "done")
         ]
-        rates = [t.emits / max((t.finished if t.state == "done" else now) - t.started, 1e-3) for t in others]
+        rates = [t.emits / max((t.finished if t.state == "done" else now) - t.launched, 1e-3) for t in others]
         if len(rates) < 2 or statistics.median(rates) <= 0:
-            return False  # nothing to compare with (or a stage that emits only at its end)
-        return task.emits / elapsed < LAGGING_RATE * statistics.median(rates)
+            return None  # nothing to compare with (or a stage that emits only at its end)
+        rate, median = task.emits / elapsed, statistics.median(rates)
+        if rate >= LAGGING_RATE * median:
+            return None
+        return f"lagging: {rate:.0f} emits/s, the stage's median {median:.0f}/s"
 
     # ------------------------------------------------------------ progress
 

@@ -455,7 +455,7 @@ def test_a_throttled_tab_gets_a_backup_attempt_that_wins(appliance, api, admin, 
     rank = superseded[0][1]
     winner = [r for r in rows if r[0] == 0 and r[1] == rank and r[4] == "done"]
     assert len(winner) == 1 and winner[0][3] != slow and winner[0][2] > superseded[0][2], rows
-    assert f"on worker {slow} is slow (" in log or f"on worker {slow} is stalled" in log, log
+    assert any(f"on worker {slow} is {why}" in log for why in ("slow: ", "lagging: ", "stalled")), log
     assert f"a backup attempt starts on worker {winner[0][3]}" in log, log
     won = f"attempt {winner[0][2]} on worker {winner[0][3]} finished first"
     assert f"{won}; attempt {superseded[0][2]} on worker {slow} is cancelled" in log, log
@@ -514,11 +514,12 @@ def test_a_browser_stopped_mid_task_is_reported_stalled(appliance, api, lone, st
     What happens (Chromium 156): the renderer goes on, the page still answers pings, but the task
     hangs where it needs the browser process (its fetch, storing its output). After
     job_stall_seconds the appliance reports it stalled and starts a backup attempt on the fifth
-    tab. A stalled map's backup wins; the stopped tab keeps its rank though, and gets that rank's
-    reduce, whose input copy to it times out. A stalled reduce's backup cannot start: one of its
-    inputs (the stopped tab's own map output) lives only in that browser, so copying it times out.
-    Once a copy to or from the stopped tab was tried, its page stops answering pings and the tab is
-    dropped (the 45 s silence limit); the fifth tab takes over its rank and runs again what it held.
+    tab. A stalled map's backup wins, and the stopped tab, outrun while it answered pings, is taken
+    off the run. A stalled reduce's backup cannot start: one of its inputs (the stopped tab's own map
+    output) lives only in that browser, so copying it times out, and then the stopped tab is taken
+    off the run. (Once a copy to or from the stopped tab was tried its page may also stop answering
+    pings, and the 45 s silence limit drops it first.) The fifth tab takes over its rank and runs
+    again what it held.
     (With speculation off the stalled map hangs until the stage's timeout: nothing copies anything
     from the tab, and it answers pings all along.)"""
     tab = straggler.tabs[0]
@@ -558,8 +559,9 @@ def test_a_browser_stopped_mid_task_is_reported_stalled(appliance, api, lone, st
     assert f"{where} on worker {stuck} is " in log and "a backup attempt starts on worker" in log, log
     if stage == "map":  # the backup won
         assert (0, rank, stuck, "superseded") in [(r[0], r[1], r[3], r[4]) for r in rows], rows
-    # The appliance's handling once the tab stops answering: it is dropped, another tab takes its rank.
-    assert f"worker {stuck} (rank {rank} of group A) disconnected" in log, log
+    # The stopped tab leaves the run (taken off as hung, or dropped for silence); another takes its rank.
+    left = [f"worker {stuck} (rank {rank} of group A) {how}" for how in ("was taken off the run", "disconnected")]
+    assert any(text in log for text in left), log
     assert f"took over rank {rank} of group A" in log, log
     assert (index, rank, "done") in [(r[0], r[1], r[4]) for r in rows if r[3] != stuck], rows
     before = stopped_at - started

@@ -114,6 +114,10 @@ async def test_a_stalled_task_is_reported_and_its_backup_finishes_the_run(applia
         assert "is stalled: no progress for" in log and "while worker stuck-0001 still answers" in log
         assert "a backup attempt starts on worker" in log
         assert ("stuck-0001", "superseded") in [(r[3], r[4]) for r in attempts(appliance, run["id"])]
+        # Outrun while it answered pings: the hung browser leaves the run, another worker takes its rank.
+        assert "worker stuck-0001 made no progress on stage 1 (map) on rank 0 of group A" in log
+        assert "took over rank 0 of group A" in log
+        assert [t["kind"] for t in stuck.tasks] == ["input", "map"]  # no reduce went to it
     finally:
         for w in [stuck, *others]:
             await w.close()

@@ -419,10 +419,10 @@ def test_a_result_whose_worker_left_no_longer_counts():
 def test_a_task_emitting_far_more_slowly_than_its_stage_is_speculated_early():
     run, maps = map_stage_running()
     for t, emits in zip(maps, [900, 1000, 1100, 50], strict=True):
-        t.started, t.emits = 100.0, emits
+        t.started, t.launched, t.emits = 99.0, 100.0, emits  # rates count from the launch
     slow = maps[3]
     assert not run.speculable(slow, now=101.0)  # too early to judge
-    assert run.speculable(slow, now=103.0)  # 25 emits/s against a median of 500: lagging, nothing done yet
+    assert run.speculable(slow, now=103.0) == "lagging: 17 emits/s, the stage's median 333/s"  # nothing done yet
     assert not run.speculable(maps[0], now=103.0)
     # A stage that emits only at its end gives no rate to compare: the 75 % / 1.5 x rule decides.
     for t in maps:
