@@ -10,7 +10,6 @@ misspelt event cannot go unheard.
 from __future__ import annotations
 
 import enum
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -128,7 +127,7 @@ class EventHub:
         for handler in handlers:
             try:
                 result = handler(event)
-                if inspect.isawaitable(result):
+                if result is not None:  # a coroutine subscriber (synchronous ones return None)
                     await result
             except Exception:
                 log.exception(

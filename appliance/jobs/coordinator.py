@@ -54,6 +54,9 @@ from appliance.pmrfs.namenode import LiveHolders
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
+# Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
+# every scheduling round (thousands a second while short tasks finish).
+STRAGGLER_SCAN_SECONDS = 0.5
 MAX_PARALLEL_COPIES = 8
 MAX_STAGING_FAILURES = 3
 # Times a group's stage may start again after a rank was lost mid-collective.
@@ -111,6 +114,7 @@ class Active:
     accounts: dict[str, int] = field(default_factory=dict)
     # Workers holding no rank that run a backup attempt of this run (busy for it meanwhile).
     helpers: set[str] = field(default_factory=set)
+    scanned_at: float = 0.0  # when _watch_stragglers last looked
     # Ranks talking to ranks (jobs/peers.py): indirect messages, and the parameter server.
     mail: Mailbox = field(default_factory=Mailbox)
     params: ParameterServer | None = None
@@ -454,7 +458,9 @@ class Coordinator:
         for task in execution.ready():
             execution.start(task)
             self._spawn(self._launch(run, task))
-        self._watch_stragglers(run, clock)
+        if clock - run.scanned_at >= STRAGGLER_SCAN_SECONDS:
+            run.scanned_at = clock
+            self._watch_stragglers(run, clock)
         if execution.validation and await self._replicate(run, clock):
             return
         if execution.finished():
@@ -767,13 +773,15 @@ class Coordinator:
             )
             for o in message.outputs
         ]
-        recorded = len(run.execution.history)
+        execution = run.execution
+        recorded = len(execution.history)
         # Attempts of this task stalled now: if another attempt decides it, their browser is hung.
         primary = task.primary or task
-        attempts = [primary, *run.execution.all_extra_attempts()]
-        stalled = {a.id for a in attempts if a is not task and a.stalled and (a.primary or a) is primary}
-        stopped = run.execution.done(task, outputs, message.emits, message.cpu_ms)
-        for rejected in [a for a in run.execution.history[recorded:] if a.state == "rejected"]:
+        backup = execution.backups.get(primary)
+        racing = [primary, *([backup] if backup else []), *execution.replicas.get(primary, [])]
+        stalled = {a.id for a in racing if a is not task and a.stalled}
+        stopped = execution.done(task, outputs, message.emits, message.cpu_ms)
+        for rejected in [a for a in execution.history[recorded:] if a.state == "rejected"]:
             self.logs.add(
                 run.run_id,
                 f"{self._where(run, task)}: the output of attempt {rejected.attempt} on worker {rejected.worker_id} "

@@ -740,9 +740,8 @@ class RunExecution:
     # ------------------------------------------------------------ progress
 
     def finished(self) -> bool:
-        return all(
-            t.state == "done" for g in self.groups.values() for (s, _), t in g.tasks.items() if s == self.last_stage
-        )
+        """Every group's last stage is done (asked every scheduling round: counts, not a walk of the tasks)."""
+        return all(g.stage_done[self.last_stage] == g.stage_size[self.last_stage] for g in self.groups.values())
 
     def final_outputs(self) -> dict[str, list[tuple[int, list[Output]]]]:
         return {
