@@ -85,9 +85,9 @@ EXTRA_VALIDATION_ATTEMPTS = 2
 SPECULATION_QUANTILE = 0.75
 SPECULATION_MULTIPLIER = 1.5
 SPECULATION_MIN_SECONDS = 1.0
-# Earlier, as LATE does (Zaharia et al., OSDI 2008): a task emitting at under this share of its
-# stage's median rate, after LAGGING_MIN_SECONDS, is lagging (a slow tab shows long before the
-# stage is mostly done, and a spare worker can redo its work meanwhile).
+# Earlier, as LATE does (Zaharia et al., OSDI 2008): a task progressing (emits and context.progress()
+# calls) at under this share of its stage's median rate, after LAGGING_MIN_SECONDS, is lagging (a slow
+# tab shows long before the stage is mostly done, and a spare worker can redo its work meanwhile).
 LAGGING_RATE = 1 / 3
 LAGGING_MIN_SECONDS = 2.0
 # A stage whose code talks to other ranks or the parameter server is never speculated: two attempts
@@ -99,6 +99,11 @@ _TALKS_TO_RANKS = re.compile(
 
 class IllegalTransition(Exception):
     """An event that cannot happen to a task in its state (a stale or forged report)."""
+
+
+def _progress(task: Task) -> int:
+    """How far a task got, as far as it tells: its emits and its context.progress() calls."""
+    return task.emits + task.ticks
 
 
 def _signature(outputs: list[Output]) -> tuple[tuple[int, str], ...]:
@@ -729,13 +734,13 @@ class RunExecution:
             for (stage, _), t in self.groups[task.group].tasks.items()
             if stage == task.stage and t is not task and t.state in ("running", "done")
         ]
-        rates = [t.emits / max((t.finished if t.state == "done" else now) - t.launched, 1e-3) for t in others]
+        rates = [_progress(t) / max((t.finished if t.state == "done" else now) - t.launched, 1e-3) for t in others]
         if len(rates) < 2 or statistics.median(rates) <= 0:
-            return None  # nothing to compare with (or a stage that emits only at its end)
-        rate, median = task.emits / elapsed, statistics.median(rates)
+            return None  # nothing to compare with (or a stage that reports progress only at its end)
+        rate, median = _progress(task) / elapsed, statistics.median(rates)
         if rate >= LAGGING_RATE * median:
             return None
-        return f"lagging: {rate:.0f} emits/s, the stage's median {median:.0f}/s"
+        return f"lagging: progress at {rate:.0f}/s, the stage's median {median:.0f}/s (emits and progress() calls)"
 
     # ------------------------------------------------------------ progress
 

@@ -422,9 +422,15 @@ def test_a_task_emitting_far_more_slowly_than_its_stage_is_speculated_early():
         t.started, t.launched, t.emits = 99.0, 100.0, emits  # rates count from the launch
     slow = maps[3]
     assert not run.speculable(slow, now=101.0)  # too early to judge
-    assert run.speculable(slow, now=103.0) == "lagging: 17 emits/s, the stage's median 333/s"  # nothing done yet
+    assert run.speculable(slow, now=103.0) == (  # nothing done yet
+        "lagging: progress at 17/s, the stage's median 333/s (emits and progress() calls)"
+    )
     assert not run.speculable(maps[0], now=103.0)
-    # A stage that emits only at its end gives no rate to compare: the 75 % / 1.5 x rule decides.
+    # context.progress() calls count as progress too.
+    for t, ticks in zip(maps, [900, 1000, 1100, 1000], strict=True):
+        t.emits, t.ticks = 0, ticks
+    assert not run.speculable(slow, now=103.0)
+    # A stage that reports progress only at its end gives no rate to compare: the 75 % / 1.5 x rule decides.
     for t in maps:
-        t.emits = 0
+        t.ticks = 0
     assert not run.speculable(slow, now=103.0)
