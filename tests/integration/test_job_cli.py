@@ -12,26 +12,8 @@ import time
 
 import pytest
 
-from tests.integration.test_job_scheduling import Api, job_script, token_for
+from tests.integration.test_job_scheduling import Api, job_script
 from tests.sim_workers import cookie_of, start_workers
-
-
-@pytest.fixture(scope="module")
-def carol_client(appliance):
-    appliance.add_user("carol@example.com", "coordinator", "carol-password-1")
-    client = appliance.client()
-    client.login("carol@example.com", "carol-password-1")
-    return client
-
-
-@pytest.fixture(scope="module")
-def token(appliance, carol_client):
-    return token_for(appliance, "carol@example.com")
-
-
-@pytest.fixture(scope="module")
-def carol(appliance, token):
-    return Api(appliance, token)
 
 
 @pytest.fixture
@@ -41,15 +23,15 @@ def script(tmp_path):
     return path
 
 
-def job(appliance, token, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PEERMR_SERVER": appliance.url, "PEERMR_TOKEN": token}
+def job(appliance, carol_token, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PEERMR_SERVER": appliance.url, "PEERMR_TOKEN": carol_token}
     return subprocess.run(
         [sys.executable, "-m", "appliance", "job", *args], capture_output=True, text=True, env=env, timeout=60
     )
 
 
-def waiting_cli(appliance, token, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "PEERMR_SERVER": appliance.url, "PEERMR_TOKEN": token}
+def waiting_cli(appliance, carol_token, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PEERMR_SERVER": appliance.url, "PEERMR_TOKEN": carol_token}
     return subprocess.Popen(
         [sys.executable, "-m", "appliance", "job", "run", *args, "--wait"],
         stdout=subprocess.PIPE,
@@ -70,8 +52,8 @@ def interrupt_once_queued(cli: subprocess.Popen, carol: Api) -> tuple[int, str]:
     return cli.returncode, stderr
 
 
-def test_ctrl_c_cancels_the_run_it_waits_for_after_warning_of_too_few_workers(appliance, token, carol, script):
-    cli = waiting_cli(appliance, token, str(script))
+def test_ctrl_c_cancels_the_run_it_waits_for_after_warning_of_too_few_workers(appliance, carol_token, carol, script):
+    cli = waiting_cli(appliance, carol_token, str(script))
     status, stderr = interrupt_once_queued(cli, carol)
     assert status == 130
     assert "warning: run" in stderr and "asks 2, 0 connected, 0 eligible: it waits until enough are connected" in stderr
@@ -80,42 +62,42 @@ def test_ctrl_c_cancels_the_run_it_waits_for_after_warning_of_too_few_workers(ap
     assert carol.get(run_id)["state"] == "cancelled"
 
 
-def test_with_detach_ctrl_c_leaves_the_run_queued(appliance, token, carol, script):
-    cli = waiting_cli(appliance, token, str(script), "--detach")
+def test_with_detach_ctrl_c_leaves_the_run_queued(appliance, carol_token, carol, script):
+    cli = waiting_cli(appliance, carol_token, str(script), "--detach")
     status, stderr = interrupt_once_queued(cli, carol)
     assert status == 130
     run_id = int(stderr.split("run ", 1)[1].split(":", 1)[0])
     assert f"left run {run_id} running: peermr job status {run_id}, peermr job cancel {run_id}" in stderr
     assert carol.get(run_id)["state"] == "queued"
 
-    status = job(appliance, token, "status", str(run_id))
+    status = job(appliance, carol_token, "status", str(run_id))
     assert status.returncode == 0 and status.stdout.startswith(f"run {run_id} (noop): queued (#1): asks 2")
-    listed = job(appliance, token, "list")
+    listed = job(appliance, carol_token, "list")
     assert listed.returncode == 0
     assert [line.split()[:3] for line in listed.stdout.splitlines()[1:3]] == [
         [str(run_id), "queued", "noop"],
         [str(run_id - 1), "cancelled", "noop"],
     ]
-    cancelled = job(appliance, token, "cancel", str(run_id))
+    cancelled = job(appliance, carol_token, "cancel", str(run_id))
     assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"run {run_id} cancelled"
-    again = job(appliance, token, "cancel", str(run_id))
+    again = job(appliance, carol_token, "cancel", str(run_id))
     assert again.returncode == 1 and again.stderr.startswith("peermr: ")
-    missing = job(appliance, token, "status", "999999")
+    missing = job(appliance, carol_token, "status", "999999")
     assert (missing.returncode, missing.stderr) == (1, "peermr: no run 999999\n")
 
 
-async def test_logs_follow_prints_each_line_once_until_the_run_ends(appliance, token, carol, carol_client):
+async def test_logs_follow_prints_each_line_once_until_the_run_ends(appliance, carol_token, carol, carol_client):
     workers = await start_workers(appliance.url, cookie_of(carol_client), 2)
     try:
         run = carol.run(carol.job(job_script(workers=2), name="logged"))
-        follow = await asyncio.to_thread(job, appliance, token, "logs", str(run["id"]), "--follow")
+        follow = await asyncio.to_thread(job, appliance, carol_token, "logs", str(run["id"]), "--follow")
         assert follow.returncode == 0, follow.stderr
         assert carol.get(run["id"])["state"] == "succeeded"
         lines = follow.stdout.splitlines()
         assert "coordinator: queued: needs 2 worker(s)" in lines[0]
         assert lines[-1].endswith("coordinator: succeeded")
         assert len(lines) == len(set(lines))  # nothing printed twice while polling
-        plain = await asyncio.to_thread(job, appliance, token, "logs", str(run["id"]))
+        plain = await asyncio.to_thread(job, appliance, carol_token, "logs", str(run["id"]))
         assert plain.stdout.splitlines() == lines
     finally:
         for w in workers:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.integration.test_job_scheduling import Api, job_script, token_for
+from tests.integration.test_job_scheduling import Api, job_script
 from tests.sim_workers import SimWorker, cookie_of, finish_empty, start_workers
 from tests.support import Appliance
 
@@ -23,19 +23,6 @@ def appliance(tmp_path_factory):
     server = Appliance(tmp_path_factory.mktemp("stragglers") / "data", env=env).start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def carol_client(appliance):
-    appliance.add_user("carol@example.com", "coordinator", "carol-password-1")
-    client = appliance.client()
-    client.login("carol@example.com", "carol-password-1")
-    return client
-
-
-@pytest.fixture(scope="module")
-def carol(appliance, carol_client):
-    return Api(appliance, token_for(appliance, "carol@example.com"))
 
 
 def slow_maps(seconds: float):

@@ -5,25 +5,10 @@ drops; attempts that never agree fail the run (simulated workers, one of which l
 
 from __future__ import annotations
 
-import pytest
-
-from tests.integration.test_job_scheduling import Api, job_script, token_for
+from tests.integration.test_job_scheduling import job_script
 from tests.sim_workers import SimWorker, cookie_of, finish_empty, start_workers
 
 VALIDATED = {"validation": "{replicas: 2}"}
-
-
-@pytest.fixture(scope="module")
-def carol_client(appliance):
-    appliance.add_user("carol@example.com", "coordinator", "carol-password-1")
-    client = appliance.client()
-    client.login("carol@example.com", "carol-password-1")
-    return client
-
-
-@pytest.fixture(scope="module")
-def carol(appliance, carol_client):
-    return Api(appliance, token_for(appliance, "carol@example.com"))
 
 
 def wrong_maps(blob: str):
