@@ -486,15 +486,14 @@ class Coordinator:
             helper = self._backup_worker(run, task)
             if helper is None:
                 return
-            backup = execution.backup(task, helper.worker_id, clock)
-            self._enlist(run, helper)
-            self.logs.add(
-                run.run_id,
+            self._start_extra(
+                run,
+                execution.backup(task, helper.worker_id, clock),
+                helper,
                 f"{self._where(run, task)} on worker {task.worker_id} is {why}: "
                 f"a backup attempt starts on worker {helper.worker_id}",
                 level="warn",
             )
-            self._spawn(self._launch(run, backup))
 
     async def _replicate(self, run: Active, clock: float) -> bool:
         """Validation: start the replica attempts validated tasks need; True when the run ended because a
@@ -509,23 +508,25 @@ class Coordinator:
                 if worker is None:
                     break
                 replica = execution.replica(task, worker.worker_id, clock)
-                self._enlist(run, worker)
-                self.logs.add(
-                    run.run_id,
+                self._start_extra(
+                    run,
+                    replica,
+                    worker,
                     f"{self._where(run, task)}: attempt {replica.attempt} on worker {worker.worker_id} (validation)",
                 )
-                self._spawn(self._launch(run, replica))
             if (why := execution.disagreement(task)) is not None:
                 await self._end(run, "failed", EndCause.VALIDATION_FAILED, f"{self._where(run, task)}: {why}")
                 return True
         return False
 
-    def _enlist(self, run: Active, worker: Worker) -> None:
-        """A worker takes an extra attempt (backup or replica) of the run."""
+    def _start_extra(self, run: Active, attempt: Task, worker: Worker, note: str, level: str = "info") -> None:
+        """A worker takes an extra attempt (backup or replica) of the run, and it starts."""
         if worker.run_id is None:
             worker.run_id = run.run_id
             run.helpers.add(worker.worker_id)
         run.accounts[worker.worker_id] = worker.account_id
+        self.logs.add(run.run_id, note, level=level)
+        self._spawn(self._launch(run, attempt))
 
     def _backup_worker(
         self, run: Active, task: Task, avoid: set[str | None] = frozenset(), other_accounts: set = frozenset()
