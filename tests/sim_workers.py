@@ -33,12 +33,14 @@ class SimWorker:
         worker_id: str | None = None,
         capabilities: dict | None = None,
         on_task: Handler = finish_empty,
+        on_blob_receive: Handler | None = None,
     ):
         self.base_url = base_url
         self.cookie = cookie
         self.worker_id = worker_id or uuid.uuid4().hex
         self.capabilities = capabilities or CAPABILITIES
         self.on_task = on_task
+        self.on_blob_receive = on_blob_receive  # a copy of a stage output arranged to this worker
         self.ws: ClientConnection | None = None
         self.tasks: list[dict] = []  # every task-assign received
         self.messages: list[dict] = []  # everything else the appliance sent
@@ -92,6 +94,8 @@ class SimWorker:
                 elif kind == "task-assign":
                     self.tasks.append(message)
                     asyncio.create_task(self.on_task(self, message))
+                elif kind == "blob-receive" and self.on_blob_receive is not None:
+                    asyncio.create_task(self.on_blob_receive(self, message))
                 elif kind != "probe-offer":
                     self.messages.append(message)
 

@@ -39,6 +39,7 @@ from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
 from appliance.jobs import parameters, selection
+from appliance.jobs.copy_failures import CopyFailures
 from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, TaskEvent, stage_label
 from appliance.jobs.logs import RunLogs
 from appliance.jobs.paramserver import ParameterServer
@@ -58,7 +59,6 @@ TICK_SECONDS = 1.0
 # every scheduling round (thousands a second while short tasks finish).
 STRAGGLER_SCAN_SECONDS = 0.5
 MAX_PARALLEL_COPIES = 8
-MAX_STAGING_FAILURES = 3
 # Times a group's stage may start again after a rank was lost mid-collective.
 MAX_PEER_RESTARTS = 3
 RESTART_REASON = "the appliance restarted while this run was running; run it again"
@@ -106,7 +106,7 @@ class Active:
     vacant_since: dict[tuple[str, int], float] = field(default_factory=dict)
     # Workers sent away from this run (they timed out or misbehaved): not taken back.
     excluded: set[str] = field(default_factory=set)
-    staging_failures: int = 0
+    copy_failures: CopyFailures = field(init=False)
     put_keys: dict[str, int] = field(default_factory=dict)
     ending: bool = False
     # Worker id -> account of every worker that held a rank or ran a backup attempt (task rows and
@@ -122,6 +122,9 @@ class Active:
     epochs: dict[str, int] = field(default_factory=dict)
     lost_at: dict[str, float] = field(default_factory=dict)
     peer_restarts: dict[tuple[str, int], set[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.copy_failures = CopyFailures(self.execution.worker_count)
 
     @property
     def script_url(self) -> str:
@@ -561,19 +564,18 @@ class Coordinator:
         )
         self._release(run, worker_id)
 
-    def _take_off_stalled(self, run: Active, worker_id: str, task: Task, running: Task | None = None) -> None:
-        """A browser whose attempt of ``task`` made no progress while it answered pings, and that another
-        worker outran or could not copy from, is hung (a stopped browser process, say): it leaves the
-        run, its rank goes to another worker and what only it held is computed again."""
+    def _take_off(self, run: Active, worker_id: str, why: str, running: Task | None = None) -> None:
+        """A worker that is hung (no progress while it answers pings: a stopped browser process, say)
+        or that the run's failed copies point at (jobs/copy_failures.py) leaves the run: its rank
+        goes to another worker and what only it held is computed again. ``running``: its attempt
+        still under way there, cancelled."""
         if self.fleet.get(worker_id) is None or worker_id in run.excluded:
             return
-        self.logs.add(
-            run.run_id,
-            f"worker {worker_id} made no progress on {self._where(run, task)} while it answered pings: "
-            "taken off the run",
-            level="warn",
-        )
-        self._send_away(run, worker_id, running)  # ``running``: its attempt still under way there
+        self.logs.add(run.run_id, f"worker {worker_id} taken off the run: {why}", level="warn")
+        self._send_away(run, worker_id, running)
+
+    def _stalled_on(self, run: Active, task: Task) -> str:
+        return f"it made no progress on {self._where(run, task)} while it answered pings"
 
     def _release(self, run: Active, worker_id: str) -> None:
         """A helper worker whose backup attempt ended is free again."""
@@ -664,25 +666,30 @@ class Coordinator:
             return
         if run.storage is None:
             error = await self._stage(run, worker, inputs) if self._missing_inputs(run, task) else None
+            if error is not None:
+                self.logs.add(
+                    run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn"
+                )
+                blamed = run.copy_failures.to_blame()
+                if run.copy_failures.limit_reached():
+                    await self._end(
+                        run, "failed", EndCause.TRANSFER_FAILED, f"inputs could not be moved between workers: {error}"
+                    )
+                    return
+                for culprit, why in blamed.items():
+                    running = next((t for t in run.execution.active if t.worker_id == culprit), None)
+                    self._take_off(run, culprit, why, running)
             if task.attempt != attempt or task.state != "staging":
-                return  # lost meanwhile; it was rescheduled
+                return  # lost meanwhile (perhaps with a worker just blamed); it was rescheduled
             if error is not None and task.is_backup:
                 self._drop_backup(run, task, TaskEvent.FAIL, f"could not move an input to its worker: {error}")
                 if task.primary.stalled and task.primary.state == "running":
                     # What a stalled task's backup cannot copy is likely on the stalled browser itself:
                     # take it off the run, so what only it holds is computed again elsewhere.
-                    self._take_off_stalled(run, task.primary.worker_id or "", task, running=task.primary)
+                    stalled = task.primary
+                    self._take_off(run, stalled.worker_id or "", self._stalled_on(run, stalled), running=stalled)
                 return
             if error is not None:
-                run.staging_failures += 1
-                self.logs.add(
-                    run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn"
-                )
-                if run.staging_failures > MAX_STAGING_FAILURES:
-                    await self._end(
-                        run, "failed", EndCause.TRANSFER_FAILED, f"inputs could not be moved between workers: {error}"
-                    )
-                    return
                 run.execution.retry(task, TaskEvent.FAIL, error)
                 self.wake.set()
                 return
@@ -736,6 +743,7 @@ class Coordinator:
                     if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
                         output.holders.add(target.worker_id)
                         return None
+                    run.copy_failures.record(holder, target.worker_id)
                 return f"blob {output.location} could not be copied from {', '.join(holders) or 'any worker'}"
 
         missing = [o for o in inputs if target.worker_id not in o.holders]
@@ -801,7 +809,7 @@ class Coordinator:
             )
             self._release(run, loser_worker)
             if loser_id in stalled:
-                self._take_off_stalled(run, loser_worker, task)
+                self._take_off(run, loser_worker, self._stalled_on(run, task))
         self._release(run, worker.worker_id)
         if task.primary is None:
             run.params.task_ended(task.group, task.rank)

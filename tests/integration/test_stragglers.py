@@ -6,6 +6,7 @@ in real browsers is in tests/e2e/test_stragglers_in_browsers.py).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 
 import pytest
@@ -102,7 +103,7 @@ async def test_a_stalled_task_is_reported_and_its_backup_finishes_the_run(applia
         assert "a backup attempt starts on worker" in log
         assert ("stuck-0001", "superseded") in [(r[3], r[4]) for r in attempts(appliance, run["id"])]
         # Outrun while it answered pings: the hung browser leaves the run, another worker takes its rank.
-        assert "worker stuck-0001 made no progress on stage 1 (map) on rank 0 of group A" in log
+        assert "worker stuck-0001 taken off the run: it made no progress on stage 1 (map) on rank 0 of group A" in log
         assert "took over rank 0 of group A" in log
         assert [t["kind"] for t in stuck.tasks] == ["input", "map"]  # no reduce went to it
     finally:
@@ -143,3 +144,116 @@ async def test_a_stalled_task_without_a_backup_shows_on_the_run_page(appliance, 
         carol.http.post(f"/runs/{run['id']}/cancel")
     finally:
         await stuck.close()
+
+
+# ---------------------------------------------------------------- copies that fail between workers
+
+
+async def map_with_outputs(worker: SimWorker, task: dict) -> None:
+    """Maps write one small blob per partition (so every reduce copies from every map's worker)."""
+    if task["kind"] != "map":
+        await finish_empty(worker, task)
+        return
+    outputs = [
+        {
+            "partition": part,
+            "size": 10,
+            "records": 1,
+            "sha256": hashlib.sha256(f"{task['taskId']}/{part}".encode()).hexdigest(),
+        }
+        for part in range(task["workerCount"])
+    ]
+    await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": outputs, "emits": 4, "cpuMs": 1})
+
+
+def copies(fail_from: set[str] = frozenset(), refuse: bool = False):
+    """A worker that receives copies of stage outputs: each fails when it comes from a worker in
+    ``fail_from`` (that browser cannot send), or every one when ``refuse`` (this one cannot receive)."""
+
+    async def receive(worker: SimWorker, message: dict) -> None:
+        if refuse or message["from"] in fail_from:
+            reply = {
+                "type": "blob-failed",
+                "transferId": message["transferId"],
+                "sha256": message["sha256"],
+                "reason": "no data channel",
+            }
+        else:
+            reply = {
+                "type": "blob-stored",
+                "transferId": message["transferId"],
+                "sha256": message["sha256"],
+                "size": message["size"],
+            }
+        await worker.send(reply)
+
+    return receive
+
+
+async def copying_workers(appliance, cookie: str, names: list[str], receive) -> list[SimWorker]:
+    """Workers in the order given (the longest connected gets a rank first), each with ``receive``."""
+    return [
+        await SimWorker(
+            appliance.url, cookie, worker_id=name, on_task=map_with_outputs, on_blob_receive=receive(name)
+        ).start()
+        for name in names
+    ]
+
+
+async def test_a_worker_that_cannot_send_its_outputs_is_taken_off_and_they_are_computed_again(
+    appliance, carol_client, carol
+):
+    # "mute" holds a rank; its maps finish but no copy from it arrives (its browser process hangs).
+    names = ["mute-0001", "good-0001", "good-0002", "good-0003", "spare-0001"]
+    workers = await copying_workers(appliance, cookie_of(carol_client), names, lambda name: copies({"mute-0001"}))
+    try:
+        run = carol.run(carol.job(job_script(workers=4)))
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        log = log_text(carol, run["id"])
+        assert "could not move an input to worker" in log and "from mute-0001" in log
+        assert "worker mute-0001 taken off the run: " in log
+        mute_rank = next(t["rank"] for t in workers[0].tasks if t["kind"] == "map")
+        # Its rank went to the spare, which ran that map again.
+        assert f"worker spare-0001 took over rank {mute_rank} of group A" in log
+        assert any(t["kind"] == "map" and t["rank"] == mute_rank for t in workers[-1].tasks)
+        assert not any(t["kind"] == "reduce" for t in workers[0].tasks if t["taskId"].split(".")[-1] != "0"), workers[
+            0
+        ].tasks
+    finally:
+        for w in workers:
+            await w.close()
+
+
+async def test_a_worker_that_cannot_receive_is_taken_off_and_its_rank_goes_to_another(appliance, carol_client, carol):
+    names = ["deaf-0001", "good-0004", "good-0005", "good-0006", "spare-0002"]
+    workers = await copying_workers(
+        appliance, cookie_of(carol_client), names, lambda name: copies(refuse=name == "deaf-0001")
+    )
+    try:
+        run = carol.run(carol.job(job_script(workers=4)))
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        log = log_text(carol, run["id"])
+        assert "worker deaf-0001 taken off the run: its copies with 3 workers failed" in log
+        deaf_rank = next(t["rank"] for t in workers[0].tasks if t["kind"] == "map")
+        assert any(t["kind"] == "reduce" and t["rank"] == deaf_rank for t in workers[-1].tasks)
+    finally:
+        for w in workers:
+            await w.close()
+
+
+async def test_a_fleet_whose_browsers_cannot_reach_each_other_fails_the_run_with_the_reason(
+    appliance, carol_client, carol
+):
+    names = [f"walled-{n:04d}" for n in range(5)]
+    workers = await copying_workers(appliance, cookie_of(carol_client), names, lambda name: copies(refuse=True))
+    try:
+        run = carol.run(carol.job(job_script(workers=4)))
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "failed", done
+        assert done["reason"].startswith("inputs could not be moved between workers: blob "), done
+        assert appliance.query(f"SELECT cause FROM jobs_run WHERE id = {run['id']}") == [("transfer-failed",)]
+    finally:
+        for w in workers:
+            await w.close()
