@@ -38,7 +38,7 @@ from appliance.events import EndCause, RunEnded, TaskMessage, WorkerJoined, Work
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
-from appliance.jobs import parameters, selection
+from appliance.jobs import parameters, scheduling_policy, selection
 from appliance.jobs.copy_failures import CopyFailures
 from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, TaskEvent, stage_label
 from appliance.jobs.logs import RunLogs
@@ -156,6 +156,8 @@ class Coordinator:
     ):
         self.fleet = fleet
         self.settings = settings
+        # The queue's and the stragglers' rules in force (Admin → Settings changes them while we run).
+        self.policy = scheduling_policy.configured(settings)
         self.store = store
         self.live_holders = live
         self.cloud_keys = cloud_keys
@@ -171,6 +173,7 @@ class Coordinator:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        self.policy = await scheduling_policy.in_force(self.settings)
         await self._recover()
         self.task = asyncio.create_task(self._loop())
 
@@ -352,7 +355,7 @@ class Coordinator:
         # Accounts with a run waiting that the connected workers could run: fair share holds back the others.
         waiting = {q.owner_id for q in self.queue if len(eligible[q.run_id]) >= selection.needed(q.spec)}
         held = Counter(run.owner_id for w in present if (run := self.active.get(w.run_id)) is not None)
-        share = self.settings.job_fair_share
+        share = self.policy.fair_share
         limit = int(share * len(present))
         claimed: set[str] = set()
         for queued in list(self.queue):
@@ -380,7 +383,7 @@ class Coordinator:
 
     async def _expire_queued(self) -> None:
         """Fail the runs that waited longer than their queue timeout."""
-        default = self.settings.job_queue_timeout_hours * 3600
+        default = self.policy.queue_timeout_hours * 3600
         at = now()
         for queued in list(self.queue):
             timeout = queued.spec.queue_timeout if queued.spec.queue_timeout is not None else default
@@ -473,7 +476,7 @@ class Coordinator:
     def _watch_stragglers(self, run: Active, clock: float) -> None:
         """Mark tasks stalled, and start backup attempts of stalled and slow ones (speculative execution)."""
         execution = run.execution
-        stall = self.settings.job_stall_seconds
+        stall = self.policy.stall_seconds
         for task in execution.newly_stalled(stall, clock):
             worker = self.fleet.get(task.worker_id or "")
             if worker is None or not worker.answers(clock):

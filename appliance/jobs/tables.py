@@ -1,6 +1,6 @@
 """Jobs tables: saved jobs, their runs, and what each run left behind (tasks, logs, outputs)."""
 
-from piccolo.columns import BigInt, Bytea, ForeignKey, Integer, OnDelete, Text, Timestamptz, Varchar
+from piccolo.columns import BigInt, Bytea, ForeignKey, Integer, OnDelete, Real, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from appliance.accounts.tables import User
@@ -98,4 +98,14 @@ class SandboxPolicy(Table, tablename="jobs_sandbox_policy"):
     """The admin's fetch origins for job code (one row), added to those of the environment."""
 
     fetch_origins = Text(default="")
+    updated_at = Timestamptz()
+
+
+class SchedulingRules(Table, tablename="jobs_scheduling_rules"):
+    """The admin's queue and straggler rules (one row); an empty column falls back to the setting
+    from peermr.toml or the environment (jobs/scheduling_policy.py)."""
+
+    queue_timeout_hours = Real(null=True, default=None)
+    fair_share = Real(null=True, default=None)
+    stall_seconds = Integer(null=True, default=None)
     updated_at = Timestamptz()

@@ -1,7 +1,8 @@
 """Admin → Settings: the settings an admin changes while the appliance runs, on one page.
 
 Each section is read and saved through its domain's service functions: the TURN relay's peer rules
-(turn/service.py) and the origins job code may fetch from (jobs/sandbox_policy.py). A refused
+(turn/service.py), the origins job code may fetch from (jobs/sandbox_policy.py) and the queue's and
+stragglers' rules (jobs/scheduling_policy.py). A refused
 section is shown again with its message and what was typed; the other shows what is stored.
 """
 
@@ -16,7 +17,8 @@ from appliance.accounts.auth import ADMIN, access
 from appliance.accounts.forms import Form
 from appliance.config import Settings, parse_origins
 from appliance.errors import ServiceError
-from appliance.jobs import sandbox_policy
+from appliance.jobs import sandbox_policy, scheduling_policy
+from appliance.jobs.access import coordinator_of
 from appliance.turn.service import TurnService
 from appliance.web.rendering import page, redirect
 
@@ -32,6 +34,12 @@ class OriginsForm(msgspec.Struct):
     origins: str = ""
 
 
+class SchedulingForm(msgspec.Struct):
+    queue_timeout_hours: str = ""
+    fair_share_percent: str = ""
+    stall_seconds: str = ""
+
+
 def _turn(request: Request) -> TurnService:
     return request.app.state.turn
 
@@ -45,6 +53,8 @@ async def _settings_page(
     rules_error: str | None = None,
     origins: OriginsForm | None = None,
     origins_error: str | None = None,
+    scheduling: SchedulingForm | None = None,
+    scheduling_error: str | None = None,
 ) -> Template:
     allowed, denied = await _turn(request).rules()
     try:
@@ -52,6 +62,13 @@ async def _settings_page(
     except ValueError:
         fixed = [settings.fetch_origins]
     stored_origins = "\n".join(parse_origins(await sandbox_policy.admin_origins()))
+    if scheduling is None:
+        admin = await scheduling_policy.stored()
+        scheduling = SchedulingForm(
+            _typed(admin["queue_timeout_hours"]),
+            _typed(None if admin["fair_share"] is None else admin["fair_share"] * 100),
+            _typed(admin["stall_seconds"]),
+        )
     return page(
         request,
         "web/settings.html",
@@ -66,7 +83,18 @@ async def _settings_page(
             "origins": origins.origins if origins else stored_origins,
             "error": origins_error,
         },
+        scheduling={
+            "form": scheduling,
+            "configured": scheduling_policy.configured(settings),
+            "in_force": coordinator_of(request).policy,
+            "error": scheduling_error,
+        },
     )
+
+
+def _typed(value: float | None) -> str:
+    """A stored number as the admin would type it (empty when not set)."""
+    return "" if value is None else f"{value:g}"
 
 
 @get(SETTINGS, opt=access(ADMIN), include_in_schema=False)
@@ -94,4 +122,20 @@ async def save_fetch_origins(
     return redirect(SETTINGS, "Allowed fetch origins saved; they apply to runs started from now on.")
 
 
-ROUTES = [settings_page, save_settings, save_fetch_origins]
+@post(f"{SETTINGS}/scheduling", opt=access(ADMIN), include_in_schema=False)
+async def save_scheduling(
+    request: Request, data: Form[SchedulingForm], settings: NamedDependency[Settings]
+) -> Response:
+    try:
+        policy = await scheduling_policy.save(
+            settings, data.queue_timeout_hours, data.fair_share_percent, data.stall_seconds
+        )
+    except ServiceError as exc:
+        return await _settings_page(
+            request, settings, status_code=exc.status, scheduling=data, scheduling_error=str(exc)
+        )
+    coordinator_of(request).policy = policy
+    return redirect(SETTINGS, "Queue and straggler rules saved; they apply from the next scheduling round.")
+
+
+ROUTES = [settings_page, save_settings, save_fetch_origins, save_scheduling]

@@ -176,6 +176,7 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         {"origins": ""},
         only_admin(303),
     ),
+    ("POST", "/ui/admin/settings/scheduling"): ("/ui/admin/settings/scheduling", {}, only_admin(303)),
     # PMRFS. Bucket and object routes check ownership after the role: an unknown bucket is 404
     # for everyone allowed in (tests/integration/test_pmrfs_api.py covers other accounts' buckets).
     ("PUT", "/api/v1/buckets/{bucket:str}"): (

@@ -5,12 +5,14 @@ queue timeouts, and wait reasons that name the rule (simulated workers, a real a
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 
 import pytest
 
 from tests.integration.test_job_scheduling import Api, job_script, token_for
 from tests.sim_workers import SimWorker, cookie_of, start_workers
-from tests.support import Appliance
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +137,36 @@ async def test_a_run_that_waits_past_its_queue_timeout_fails_with_the_reason(app
     # The run dialog's and the API's override wins over the script's.
     other = carol.run(carol.job(job_script(workers=2, queueTimeout=3600)), queueTimeout=1)
     assert (await carol.wait(other["id"], timeout=30))["state"] == "failed"
+
+
+async def test_an_admin_changes_the_queue_rules_while_the_appliance_runs(appliance, carol):
+    admin = appliance.client()
+    admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    in_force = r'id="scheduling-in-force">In force: (.*?)</p>'
+
+    def shown() -> str:
+        return " ".join(re.search(in_force, admin.get("/ui/admin/settings").text, re.S).group(1).split())
+
+    assert shown() == "queue timeout 24 h, fair share 50 %, stalled after 60 s."  # the environment's
+    refused = admin.form("/ui/admin/settings/scheduling", {"fair_share_percent": "150", "stall_seconds": "30"})
+    assert refused.status_code == 400
+    assert "The fair share must be from 1 to 100, not 150." in html.unescape(refused.text)
+    assert 'value="150"' in refused.text and 'value="30"' in refused.text  # what was typed stays
+    assert shown() == "queue timeout 24 h, fair share 50 %, stalled after 60 s."  # nothing saved
+
+    saved = admin.form(
+        "/ui/admin/settings/scheduling",
+        {"queue_timeout_hours": "0.0005", "fair_share_percent": "100", "stall_seconds": "30"},
+    )
+    assert saved.status_code == 303
+    assert shown() == "queue timeout 0.0005 h, fair share no limit, stalled after 30 s."
+    # The new timeout applies at once: a run nobody can serve fails after about 2 s, not 24 h.
+    run = carol.run(carol.job(job_script(workers=2)))
+    failed = await carol.wait(run["id"], timeout=30)
+    assert failed["reason"].startswith("not started within its queue timeout of 1.8 s"), failed
+
+    # Emptied fields fall back to the environment's values.
+    admin.form(
+        "/ui/admin/settings/scheduling", {"queue_timeout_hours": "", "fair_share_percent": "", "stall_seconds": ""}
+    )
+    assert shown() == "queue timeout 24 h, fair share 50 %, stalled after 60 s."
