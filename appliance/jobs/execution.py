@@ -256,6 +256,9 @@ class RunExecution:
         self.unspeculated: set[int] = (
             set(range(len(spec.stages))) if not spec.speculation or self.validation else talking
         )
+        # Workers a backup attempt outran in this run (a throttled or overloaded browser): their next
+        # tasks get a backup at once instead of after the evidence of slowness, until one of them wins.
+        self.outrun: set[str] = set()
 
     # ------------------------------------------------------------ shape
 
@@ -416,7 +419,10 @@ class RunExecution:
             loser, TaskEvent.SUPERSEDED, f"attempt {winner.attempt} on worker {winner.worker_id} finished first"
         )
         if winner.primary is not None:  # the backup won: the task takes its result
+            self.outrun.add(loser.worker_id or "")
             self._take_result(winner.primary, winner)
+        else:
+            self.outrun.discard(winner.worker_id or "")  # it beat its backup: not slow (any more)
 
     @staticmethod
     def _take_result(task: Task, winner: Task) -> None:
@@ -710,6 +716,8 @@ class RunExecution:
         now = time.monotonic() if now is None else now
         if task.stalled:
             return "stalled"
+        if task.worker_id in self.outrun:
+            return "known to be slow (a backup attempt outran it earlier in this run)"
         if lagging := self._lagging(task, now):
             return lagging
         group = self.groups[task.group]

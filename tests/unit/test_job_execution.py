@@ -284,6 +284,25 @@ def test_a_straggler_is_speculated_once_most_of_its_stage_is_done_and_the_backup
     assert len(run.ready()) == 4  # every reduce may start
 
 
+def test_a_worker_a_backup_outran_gets_a_backup_for_its_next_task_at_once_until_it_wins_a_race():
+    run, maps = map_stage_running()
+    for t in maps[:3]:
+        finish(run, t, [0, 1, 2, 3])
+    slow = maps[3]
+    slow.stalled = True
+    backup = run.backup(slow, "w0")
+    run.running(backup)
+    run.done(backup, [Output(p, f"b{p}".ljust(64, "0"), 10, 1, {"w0"}) for p in range(4)], 1, 5)
+    reduces = {t.rank: t for t in run_ready(run)}
+    assert reduces[3].worker_id == "w3"  # the rank stays with its worker
+    assert run.speculable(reduces[3]) == "known to be slow (a backup attempt outran it earlier in this run)"
+    assert run.speculable(reduces[2]) is None  # the others need the evidence of slowness first
+    # This time w3 finishes before its backup: it is not taken for slow any more.
+    run.backup(reduces[3], "w0")
+    run.done(reduces[3], [], 1, 5)
+    assert "w3" not in run.outrun
+
+
 def test_when_the_original_attempt_finishes_first_the_backup_is_superseded():
     run, maps = map_stage_running()
     slow = maps[3]
