@@ -31,6 +31,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     from appliance.app import create_app
     from appliance.fleet.protocol import MAX_BINARY_FRAME
+    from appliance.server import GracefulServer
 
     settings = command_settings(args)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -41,7 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     else:
         print(f"Open http://localhost:{settings.port}/ here, or {settings.base_url}/ from other machines", flush=True)
     # Parameter-server values travel as binary WebSocket frames of up to MAX_BINARY_FRAME bytes.
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -49,6 +50,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         access_log=False,
         ws_max_size=MAX_BINARY_FRAME,
     )
+    coordinator = app.state.coordinator
+    GracefulServer(config, lambda: coordinator.drain(settings.shutdown_grace_seconds)).run()
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:

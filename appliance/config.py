@@ -77,6 +77,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     fetch_origins: str = ""
     # How long a run waits for an idle eligible worker to take over a lost worker's rank.
     job_replacement_grace_seconds: int = 60
+    # After a restart, how long a run that was running waits for its workers to come back before
+    # their ranks go to others and what only they held is computed again.
+    job_recovery_grace_seconds: int = 60
+    # On SIGTERM, how long `peermr serve` waits for running tasks to finish before it exits (the
+    # runs continue at the next start; tasks cut short run again).
+    shutdown_grace_seconds: int = 30
     # A run still queued after this many hours fails with a reason (0: it waits for ever); a run
     # may ask for another limit (its queueTimeout metadata, in seconds).
     job_queue_timeout_hours: float = 24.0
@@ -206,6 +212,10 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"fetch_origins: {exc}") from None
     if settings.job_replacement_grace_seconds < 1:
         raise ConfigError("job_replacement_grace_seconds must be at least 1")
+    if settings.job_recovery_grace_seconds < 0:
+        raise ConfigError("job_recovery_grace_seconds must not be negative")
+    if settings.shutdown_grace_seconds < 0:
+        raise ConfigError("shutdown_grace_seconds must not be negative")
     if settings.job_queue_timeout_hours < 0:
         raise ConfigError("job_queue_timeout_hours must not be negative")
     if settings.job_stall_seconds < 1:

@@ -34,6 +34,7 @@ class SimWorker:
         capabilities: dict | None = None,
         on_task: Handler = finish_empty,
         on_blob_receive: Handler | None = None,
+        blobs: list[str] | None = None,
     ):
         self.base_url = base_url
         self.cookie = cookie
@@ -41,6 +42,7 @@ class SimWorker:
         self.capabilities = capabilities or CAPABILITIES
         self.on_task = on_task
         self.on_blob_receive = on_blob_receive  # a copy of a stage output arranged to this worker
+        self.blobs: list[str] = list(blobs or [])  # what its hello says it holds (as a tab's IndexedDB would)
         self.ws: ClientConnection | None = None
         self.tasks: list[dict] = []  # every task-assign received
         self.messages: list[dict] = []  # everything else the appliance sent
@@ -55,7 +57,8 @@ class SimWorker:
             origin=self.base_url,
             max_size=None,
         )
-        await self.send({"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": self.capabilities})
+        hello = {"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": self.capabilities}
+        await self.send({**hello, "blobs": self.blobs})
         welcome = json.loads(await self.ws.recv())
         if welcome["type"] != "welcome":
             raise RuntimeError(f"no welcome: {welcome}")

@@ -1,9 +1,10 @@
 """The scheduler loop of jobs/: one FIFO queue, the runs in progress, and the workers' task messages.
 
-State that must survive a restart lives in the database (the queue is the ``queued`` runs, a run's
-outcome, tasks and logs are written when it ends); everything else is in memory and rebuilt from
-the fleet. The hot path (a task finishing, the next one starting) touches no database, so the
-coordinator keeps up with thousands of short tasks a second.
+State that must survive a restart lives in the database: the queue is the ``queued`` runs, a
+running run's progress is checkpointed every second (checkpoints.py) and re-adopted at the next
+start, a run's outcome, tasks and logs are written when it ends. Everything else is in memory and
+rebuilt from the fleet. The hot path (a task finishing, the next one starting) touches no database,
+so the coordinator keeps up with thousands of short tasks a second.
 
 Queue rules (in this order, each round):
 - a run queued longer than its queue timeout fails;
@@ -38,7 +39,7 @@ from appliance.events import EndCause, RunEnded, TaskMessage, WorkerJoined, Work
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
-from appliance.jobs import parameters, scheduling_policy, selection
+from appliance.jobs import checkpoints, parameters, scheduling_policy, selection
 from appliance.jobs.copy_failures import CopyFailures
 from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, TaskEvent, stage_label
 from appliance.jobs.logs import RunLogs
@@ -46,7 +47,7 @@ from appliance.jobs.paramserver import ParameterServer
 from appliance.jobs.peers import Mailbox, Peers
 from appliance.jobs.sandbox_policy import allowed_origins
 from appliance.jobs.spec import JobSpec
-from appliance.jobs.tables import Run, RunOutput, RunTask
+from appliance.jobs.tables import Run, RunCheckpoint, RunOutput, RunTask
 from appliance.pmrfs import namenode
 from appliance.pmrfs import service as pmrfs
 from appliance.pmrfs.blobstore import BlobStore
@@ -58,10 +59,11 @@ TICK_SECONDS = 1.0
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
 # every scheduling round (thousands a second while short tasks finish).
 STRAGGLER_SCAN_SECONDS = 0.5
+# How often running runs' progress is written (at most; only runs that changed).
+CHECKPOINT_SECONDS = 1.0
 MAX_PARALLEL_COPIES = 8
 # Times a group's stage may start again after a rank was lost mid-collective.
 MAX_PEER_RESTARTS = 3
-RESTART_REASON = "the appliance restarted while this run was running; run it again"
 # A run's task history (one row per attempt), written when it ends; 14 values a row keep an INSERT
 # under SQLite's and asyncpg's limits of 32,766 parameters.
 TASK_COLUMNS = (
@@ -122,6 +124,14 @@ class Active:
     epochs: dict[str, int] = field(default_factory=dict)
     lost_at: dict[str, float] = field(default_factory=dict)
     peer_restarts: dict[tuple[str, int], set[int]] = field(default_factory=dict)
+    # Durable progress (checkpoints.py): the execution's change count when last written (-1: no
+    # row yet), and after a restart, until when the run waits for its workers to come back.
+    checkpointed: int = -1
+    checkpoint_row: bool = False
+    recovering_until: float = 0.0
+    # After a restart: the finished tasks' PMRFS outputs by blob, for the workers' hello to claim.
+    restored: dict[str, list[Output]] = field(default_factory=dict)
+    lost_in_restart: str = ""  # the finished work no returning worker held (for the run's failure reason)
 
     def __post_init__(self) -> None:
         self.copy_failures = CopyFailures(self.execution.worker_count)
@@ -138,6 +148,19 @@ def _duration(seconds: float) -> str:
     if seconds % 3600 == 0:
         return f"{seconds / 3600:g} h"
     return f"{seconds / 60:g} min" if seconds % 60 == 0 else f"{seconds:g} s"
+
+
+def _places(execution: RunExecution, tasks: list[Task]) -> str:
+    """Tasks named by stage and ranks: "stage 1 (map) on ranks 0, 2 of group A; the input function of group A"."""
+    ranks: dict[tuple[str, int], list[int]] = {}
+    for task in tasks:
+        ranks.setdefault((task.group, task.stage), []).append(task.rank)
+    return "; ".join(
+        _stage_name(execution, stage)
+        + ("" if stage == INPUT_STAGE else f" on rank{'s' if len(r) > 1 else ''} {', '.join(map(str, sorted(r)))}")
+        + f" of group {group}"
+        for (group, stage), r in sorted(ranks.items())
+    )
 
 
 def _stage_name(execution: RunExecution, stage: int) -> str:
@@ -169,6 +192,9 @@ class Coordinator:
         self.background = BackgroundTasks("coordinator")
         self._spawn = self.background.spawn
         self.peers = Peers(fleet, self._spawn, settings.job_replacement_grace_seconds)
+        self._checkpointing = asyncio.Lock()  # a run's end deletes its checkpoint: never mid-write
+        self.draining = False  # stopping: no run or task starts (drain)
+        self.drained = False  # stopping, and the runs' last checkpoints are written
 
     # ------------------------------------------------------------ lifecycle
 
@@ -176,6 +202,7 @@ class Coordinator:
         self.policy = await scheduling_policy.in_force(self.settings)
         await self._recover()
         self.task = asyncio.create_task(self._loop())
+        self._spawn(self._checkpoint_loop())
 
     async def stop(self) -> None:
         if self.task:
@@ -185,24 +212,108 @@ class Coordinator:
         await self.background.cancel()
 
     async def _recover(self) -> None:
-        """After a restart: queued runs stay queued; runs that were running cannot resume (their workers'
-        in-memory task state is gone), so they fail with a reason that says so."""
-        interrupted = await Run.select(Run.id).where(Run.state == "running")
-        if interrupted:
-            await Run.update(
-                {
-                    Run.state: "failed",
-                    Run.cause: EndCause.APPLIANCE_RESTART,
-                    Run.reason: RESTART_REASON,
-                    Run.finished_at: now(),
-                }
-            ).where(Run.state == "running")
-            for row in interrupted:
-                self.logs.add(row["id"], RESTART_REASON, level="error")
+        """After a restart: queued runs stay queued, in order; runs that were running continue from
+        their checkpoint (checkpoints.py) once their workers have come back, or the recovery grace
+        is over."""
+        grace = self.settings.job_recovery_grace_seconds
+        running = Run.select(Run.id, Run.owner, Run.spec).where(Run.state == "running").order_by(Run.id)
+        for row in await running:
+            run = await self._activate(row["id"], row["owner"], msgspec.json.decode(row["spec"], type=JobSpec))
+            if run is None:
+                continue
+            saved = await checkpoints.load(run.run_id)
+            kept = 0
+            if saved is not None:
+                done = checkpoints.restore(run.execution, saved)
+                kept = len(done)
+                run.checkpoint_row = True
+                run.excluded.update(saved.excluded)
+                run.accounts.update(saved.accounts)
+                # Attempts from before the restart may still be talking: their messages carry an old epoch.
+                run.epochs = {g: saved.epochs.get(g, 0) + 1 for g in run.execution.groups}
+                for output in (o for t in done for o in t.outputs if run.storage is None):
+                    run.restored.setdefault(output.location, []).append(output)
+                run.recovering_until = time.monotonic() + grace
+            self.active[run.run_id] = run
+            self.logs.add(
+                run.run_id,
+                f"the appliance restarted: the run continues with {kept} finished task(s) kept"
+                + (
+                    f" once its workers are back (waiting up to {grace} s)" if saved is not None else ", from the start"
+                ),
+                level="warn",
+            )
         queued = Run.select(Run.id, Run.owner, Run.spec, Run.queued_at).where(Run.state == "queued").order_by(Run.id)
         for row in await queued:
             spec = msgspec.json.decode(row["spec"], type=JobSpec)
             self.queue.append(Queued(row["id"], row["owner"], spec, row["queued_at"]))
+
+    def _recovered(self, run: Active, clock: float) -> bool:
+        """Whether a run re-adopted after a restart may go on: its workers are back, or the grace is
+        over, and then the ranks of those that are not back are vacant and what only they held is
+        computed again."""
+        execution = run.execution
+        missing = sorted(w for w in execution.workers() if self.fleet.get(w) is None)
+        if missing and clock < run.recovering_until:
+            return False
+        run.recovering_until = 0.0
+        again = [task for worker_id in missing for task in execution.lose_worker(worker_id)]
+        if not execution.cloud:
+            again += execution.recompute_lost()
+        for group, rank in execution.vacant_ranks():
+            run.vacant_since.setdefault((group, rank), clock)
+        run.lost_in_restart = _places(execution, again)
+        self.logs.add(
+            run.run_id,
+            f"recovered after the restart: {len(execution.workers())} worker(s) back"
+            + (f"; not back: {', '.join(missing)}" if missing else "")
+            + (f"; the output of {run.lost_in_restart} was lost and is computed again" if again else ""),
+            level="warn" if missing or again else "info",
+        )
+        return True
+
+    async def checkpoint(self) -> None:
+        """Write the progress of every run that changed since its last checkpoint (checkpoints.py)."""
+        if self.drained:
+            return  # the last one is written: what follows is the stop itself (connections closing)
+        async with self._checkpointing:
+            for run in list(self.active.values()):
+                changes = run.execution.changes
+                if run.ending or run.recovering_until or changes == run.checkpointed:
+                    continue
+                saved = checkpoints.capture(run.execution, run.epochs, run.excluded, run.accounts)
+                try:
+                    await checkpoints.save(run.run_id, checkpoints.encode(saved), run.checkpoint_row)
+                except Exception:
+                    log.exception("could not write the checkpoint of run %s", run.run_id)
+                    continue
+                run.checkpointed, run.checkpoint_row = changes, True
+
+    async def drain(self, timeout: float) -> None:
+        """Before a stop: start nothing more, give running tasks up to ``timeout`` seconds to finish,
+        and write every run's progress, so the next start continues the runs."""
+        self.draining = True
+        deadline = time.monotonic() + timeout
+        log.info("stopping: no new tasks; waiting up to %s s for the running ones", timeout)
+        # A run whose last task finished is storing its end: that finishes too.
+        while time.monotonic() < deadline and any(r.execution.active or r.ending for r in self.active.values()):
+            await asyncio.sleep(0.2)
+        left = sum(len(run.execution.active) for run in self.active.values())
+        for run in self.active.values():
+            self.logs.add(
+                run.run_id,
+                "the appliance is stopping: the run continues when it starts again"
+                + (f" ({left} task(s) cut short run again)" if left else ""),
+                level="warn",
+            )
+        await self.logs.flush()
+        await self.checkpoint()
+        self.drained = True
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_SECONDS)
+            await self.checkpoint()
 
     # ------------------------------------------------------------ what the routes call
 
@@ -252,11 +363,24 @@ class Coordinator:
     # ------------------------------------------------------------ fleet events
 
     def worker_joined(self, event: WorkerJoined) -> None:
+        worker = event.worker
+        for run in self.active.values():
+            if not run.restored or run.ending:
+                continue
+            # After a restart: a returning worker's blobs hold finished tasks' outputs; its rank waits for it.
+            for sha in event.blobs:
+                for output in run.restored.get(sha, ()):
+                    output.holders.add(worker.worker_id)
+            if run.recovering_until and worker.worker_id in run.execution.workers():
+                worker.run_id = run.run_id
+                run.accounts[worker.worker_id] = worker.account_id
         self.wake.set()
 
     def worker_left(self, event: WorkerLeft) -> None:
         worker = event.worker
         run = self.active.get(worker.run_id) if worker.run_id is not None else None
+        if self.draining:
+            return  # the appliance stops and closes every connection: the runs continue at the next start
         if run is not None and not run.ending:
             self._lose(run, worker.worker_id, "disconnected")
         self.wake.set()
@@ -325,7 +449,8 @@ class Coordinator:
                 await asyncio.wait_for(self.wake.wait(), TICK_SECONDS)
             self.wake.clear()
             try:
-                await self._start_queued()
+                if not self.draining:
+                    await self._start_queued()
                 for run in list(self.active.values()):
                     await self._drive(run)
             except Exception:
@@ -398,43 +523,62 @@ class Coordinator:
             await self._store_end(queued.run_id, "failed", EndCause.QUEUE_TIMEOUT, reason, [], [])
 
     async def _begin(self, queued: Queued, workers: list[Worker]) -> None:
-        spec = queued.spec
-        storage = None
-        if spec.storage_type != "pmrfs":
-            storage = await cloud.storage_for(self.cloud_keys, queued.owner_id)
-            if storage is None:
-                reason = "storage type s3 needs the account's Cloud Data settings (bucket and keys); none are saved"
-                await self._store_end(queued.run_id, "failed", EndCause.NO_STORAGE, reason, [], [])
-                return
-        execution = RunExecution(queued.run_id, spec, cloud=storage is not None)
+        run = await self._activate(queued.run_id, queued.owner_id, queued.spec)
+        if run is None:
+            return
+        execution = run.execution
         for index, worker in enumerate(workers):
-            group = list(execution.groups)[index // spec.worker_count]
-            execution.assign(group, index % spec.worker_count, worker.worker_id)
+            group = list(execution.groups)[index // run.spec.worker_count]
+            execution.assign(group, index % run.spec.worker_count, worker.worker_id)
             worker.run_id = queued.run_id
-        run = Active(queued.run_id, queued.owner_id, spec, execution, await allowed_origins(self.settings), storage)
-        run.params = ParameterServer(
-            spec.staleness or 0, list(execution.groups), spec.worker_count, self.settings.ps_max_bytes_per_run
-        )
         run.accounts.update({w.worker_id: w.account_id for w in workers})
         self.active[run.run_id] = run
         await Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)
         self.logs.add(run.run_id, f"started on {len(workers)} worker(s): " + ", ".join(w.worker_id for w in workers))
+
+    async def _activate(self, run_id: int, owner_id: int, spec: JobSpec) -> Active | None:
+        """The in-memory state of a run that starts (or continues after a restart); None when it
+        cannot run, and has been failed with the reason."""
+        storage = None
+        if spec.storage_type != "pmrfs":
+            storage = await cloud.storage_for(self.cloud_keys, owner_id)
+            if storage is None:
+                reason = "storage type s3 needs the account's Cloud Data settings (bucket and keys); none are saved"
+                await self._store_end(run_id, "failed", EndCause.NO_STORAGE, reason, [], [])
+                return None
+        execution = RunExecution(run_id, spec, cloud=storage is not None)
+        run = Active(run_id, owner_id, spec, execution, await allowed_origins(self.settings), storage)
+        run.params = ParameterServer(
+            spec.staleness or 0, list(execution.groups), spec.worker_count, self.settings.ps_max_bytes_per_run
+        )
+        return run
 
     async def _drive(self, run: Active) -> None:
         if run.ending:
             return
         execution = run.execution
         clock = time.monotonic()
+        if run.recovering_until and not self._recovered(run, clock):
+            return
         self._fill_vacancies(run)
         for place, since in list(run.vacant_since.items()):
             if clock - since > self.settings.job_replacement_grace_seconds:
                 group, rank = place
+                grace = self.settings.job_replacement_grace_seconds
+                if run.restored:
+                    cause, why = EndCause.APPLIANCE_RESTART, "did not come back after the appliance restarted"
+                else:
+                    cause, why = EndCause.WORKER_LOST, "lost its worker"
                 await self._end(
                     run,
                     "failed",
-                    EndCause.WORKER_LOST,
-                    f"rank {rank} of group {group} lost its worker and no eligible worker became free within "
-                    f"{self.settings.job_replacement_grace_seconds} s",
+                    cause,
+                    f"rank {rank} of group {group} {why} and no eligible worker became free within {grace} s"
+                    + (
+                        f"; lost with the workers that did not come back: {run.lost_in_restart}"
+                        if run.lost_in_restart
+                        else ""
+                    ),
                 )
                 return
         overdue = execution.overdue_stage(clock)
@@ -461,17 +605,20 @@ class Coordinator:
                 level="warn",
             )
             self._send_away(run, worker_id, task)
+        if execution.finished():
+            run.ending = True
+            self._spawn(self._succeed(run))
+            return
+        if self.draining:
+            return  # stopping: the running tasks finish, nothing starts
         for task in execution.ready():
             execution.start(task)
             self._spawn(self._launch(run, task))
         if clock - run.scanned_at >= STRAGGLER_SCAN_SECONDS:
             run.scanned_at = clock
             self._watch_stragglers(run, clock)
-        if execution.validation and await self._replicate(run, clock):
-            return
-        if execution.finished():
-            run.ending = True
-            self._spawn(self._succeed(run))
+        if execution.validation:
+            await self._replicate(run, clock)
 
     def _watch_stragglers(self, run: Active, clock: float) -> None:
         """Mark tasks stalled, and start backup attempts of stalled and slow ones (speculative execution)."""
@@ -1056,7 +1203,8 @@ class Coordinator:
         outputs: list[RunOutput],
         progress: list[dict] | None = None,
     ) -> None:
-        async with Run._meta.db.transaction():
+        async with self._checkpointing, Run._meta.db.transaction():
+            await RunCheckpoint.delete().where(RunCheckpoint.run == run_id)
             await Run.update(
                 {
                     Run.state: state,

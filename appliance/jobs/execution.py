@@ -247,6 +247,9 @@ class RunExecution:
         # Task -> its backup attempt on another worker (speculative execution), while both run.
         self.backups: dict[Task, Task] = {}
         talking = {stage for stage, s in enumerate(spec.stages) if _TALKS_TO_RANKS.search(s.source)}
+        self.talking = frozenset(talking)  # stages that message other ranks or use the parameter server
+        # Counts state changes, so a checkpoint is written only when something changed (checkpoints.py).
+        self.changes = 0
         # Validation (execution.validation = {replicas}): every task of the other stages runs on that
         # many workers and is done once a majority gave the same outputs. A validated run is not speculated.
         self.validation = spec.validation.replicas if spec.validation else 0
@@ -306,8 +309,16 @@ class RunExecution:
     def vacant_ranks(self) -> list[tuple[str, int]]:
         return [(g.letter, r) for g in self.groups.values() for r, w in enumerate(g.ranks) if w is None]
 
-    def assign(self, group: str, rank: int, worker_id: str) -> None:
+    def assign(self, group: str, rank: int, worker_id: str | None) -> None:
+        """Give the rank to a worker (None: the rank is vacant)."""
         self.groups[group].ranks[rank] = worker_id
+        self.changes += 1
+
+    def restore_done(self, task: Task, worker_id: str, outputs: list[Output], emits: int, cpu_ms: int) -> None:
+        """A task a checkpoint says was done (checkpoints.py): done again, no holder known for its outputs."""
+        task.state, task.worker_id, task.outputs = "done", worker_id, outputs
+        task.emits, task.bytes, task.cpu_ms = emits, sum(o.size for o in outputs), cpu_ms
+        self.groups[task.group].count_done(task, +1)
 
     def rank_of(self, worker_id: str) -> tuple[str, int] | None:
         for group in self.groups.values():
@@ -365,6 +376,7 @@ class RunExecution:
         if after is None:
             raise IllegalTransition(f"task {task.id} cannot {event} while {task.state}")
         task.state = after
+        self.changes += 1
 
     def start(self, task: Task, now: float | None = None) -> None:
         self._move(task, TaskEvent.START)
@@ -612,7 +624,7 @@ class RunExecution:
         """
         place = self.rank_of(worker_id)
         if place is not None:
-            self.groups[place[0]].ranks[place[1]] = None
+            self.assign(*place, None)
         rerun = []
         for backup in [b for b in self.all_extra_attempts() if b.worker_id == worker_id]:
             self.drop_backup(backup, TaskEvent.WORKER_LOST, "the worker disconnected")

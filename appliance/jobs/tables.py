@@ -109,3 +109,12 @@ class SchedulingRules(Table, tablename="jobs_scheduling_rules"):
     fair_share = Real(null=True, default=None)
     stall_seconds = Integer(null=True, default=None)
     updated_at = Timestamptz()
+
+
+class RunCheckpoint(Table, tablename="jobs_run_checkpoint"):
+    """A running run's progress, so it continues after the appliance restarts (jobs/checkpoints.py);
+    deleted when the run ends."""
+
+    run = ForeignKey(Run, on_delete=OnDelete.cascade, null=False, unique=True)
+    data = Bytea()
+    saved_at = Timestamptz()

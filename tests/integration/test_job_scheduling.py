@@ -267,41 +267,6 @@ async def test_a_bad_task_report_takes_the_worker_off_the_run(appliance, people,
             await w.close()
 
 
-async def test_restart_keeps_queued_runs_and_fails_running_ones_with_a_reason(tmp_path):
-    appliance = Appliance(tmp_path / "data").start()
-    try:
-        client = appliance.client()
-        client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
-        api = Api(appliance, token_for(appliance, ADMIN_EMAIL))
-        job = api.job(job_script(workers=1))
-
-        async def never_finish(worker: SimWorker, task: dict) -> None:
-            pass
-
-        worker = await SimWorker(appliance.url, cookie_of(client), on_task=never_finish).start()
-        running = api.run(job)
-        await api.wait(running["id"], states=("running",))
-        queued = api.run(api.job(job_script(workers=5)))
-        await worker.close()
-        appliance.stop()
-        appliance.start()
-        api = Api(appliance, token_for(appliance, ADMIN_EMAIL))
-        interrupted = api.get(running["id"])
-        assert interrupted["state"] == "failed"
-        assert "appliance restarted while this run was running" in interrupted["reason"]
-        still = api.get(queued["id"])
-        assert still["state"] == "queued" and still["queue_position"] == 1
-        # And it still runs once workers come.
-        client = appliance.client()
-        client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
-        workers = await start_workers(appliance.url, cookie_of(client), 5)
-        assert (await api.wait(queued["id"]))["state"] == "succeeded"
-        for w in workers:
-            await w.close()
-    finally:
-        appliance.stop()
-
-
 async def test_stage_timeout_fails_the_run_with_that_reason(appliance, people, carol):
     async def slow_reduce(worker: SimWorker, task: dict) -> None:
         if task["kind"] != "reduce":

@@ -1,0 +1,234 @@
+"""Runs survive an appliance crash, restart and stop: the run continues from its checkpoint with the
+finished tasks whose outputs the returning workers still hold (simulated workers that keep their
+blobs, as a tab's IndexedDB does, and say so in their hello; the real appliance as a process,
+killed with SIGKILL or stopped with SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+
+import pytest
+
+from tests.integration.test_job_scheduling import Api, job_script, token_for
+from tests.sim_workers import SimWorker, cookie_of, finish_empty
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
+
+GRACE = 3  # seconds a re-adopted run waits for its workers, and a vacant rank for a replacement
+
+
+@pytest.fixture(scope="module")
+def appliance(tmp_path_factory):
+    env = {
+        "PEERMR_JOB_RECOVERY_GRACE_SECONDS": str(GRACE),
+        "PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": str(GRACE),
+        "PEERMR_SHUTDOWN_GRACE_SECONDS": "15",
+    }
+    server = Appliance(tmp_path_factory.mktemp("restart") / "data", env=env).start()
+    yield server
+    server.stop()
+
+
+class Fleet:
+    """Simulated workers whose maps write one blob per partition and keep them across reconnects;
+    a reduce finishes once ``reduces`` is set (before that it runs)."""
+
+    def __init__(self, appliance: Appliance, map_seconds: float = 0.0):
+        self.appliance = appliance
+        self.map_seconds = map_seconds
+        self.reduces = asyncio.Event()
+        self.workers: dict[str, SimWorker] = {}
+
+    async def handle(self, worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            await asyncio.sleep(self.map_seconds)
+            outputs = []
+            for part in range(task["workerCount"]):
+                sha = hashlib.sha256(f"{task['taskId']}/{part}".encode()).hexdigest()
+                worker.blobs.append(sha)
+                outputs.append({"partition": part, "size": 10, "records": 1, "sha256": sha})
+            await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": outputs, "emits": 1})
+            return
+        if task["kind"] == "reduce":
+            await self.reduces.wait()
+        await finish_empty(worker, task)
+
+    async def receive(self, worker: SimWorker, message: dict) -> None:
+        worker.blobs.append(message["sha256"])
+        reply = {"transferId": message["transferId"], "sha256": message["sha256"], "size": message["size"]}
+        await worker.send({"type": "blob-stored", **reply})
+
+    async def connect(self, cookie: str, name: str, blobs: list[str] | None = None) -> SimWorker:
+        worker = SimWorker(
+            self.appliance.url, cookie, worker_id=name, on_task=self.handle, on_blob_receive=self.receive, blobs=blobs
+        )
+        self.workers[name] = await worker.start()
+        return worker
+
+    async def close(self) -> None:
+        for worker in self.workers.values():
+            await worker.close()
+
+
+def signed_in(appliance: Appliance) -> tuple[str, Api]:
+    client = appliance.client()
+    client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    return cookie_of(client), Api(appliance, token_for(appliance, ADMIN_EMAIL))
+
+
+async def until(predicate, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+def kinds(worker: SimWorker) -> list[str]:
+    return [t["kind"] for t in worker.tasks]
+
+
+def history(appliance: Appliance, run_id: int, stage: int) -> list[tuple]:
+    return appliance.query(
+        f"SELECT rank, attempt, state, error FROM jobs_task WHERE run = {run_id} AND stage = {stage} "
+        "ORDER BY rank, attempt"
+    )
+
+
+def log(api: Api, run_id: int) -> str:
+    return api.http.get(f"/runs/{run_id}/logs").text
+
+
+async def run_into_the_reduce(appliance: Appliance, names: list[str]) -> tuple[Fleet, Api, int]:
+    """A 2-rank run whose maps are done and whose reduces run, its progress written."""
+    cookie, api = signed_in(appliance)
+    fleet = Fleet(appliance)
+    for name in names:
+        await fleet.connect(cookie, name)
+    run = api.run(api.job(job_script(workers=2)))
+    await until(lambda: sum(k == "reduce" for w in fleet.workers.values() for k in kinds(w)) == 2)
+    await asyncio.sleep(1.5)  # a checkpoint is written within a second of a change
+    return fleet, api, run["id"]
+
+
+async def come_back(appliance: Appliance, held: dict[str, list[str]]) -> tuple[Fleet, Api]:
+    """After a start: the workers named reconnect with the blobs they kept; reduces finish at once."""
+    cookie, api = signed_in(appliance)
+    back = Fleet(appliance)
+    back.reduces.set()
+    for name, blobs in held.items():
+        await back.connect(cookie, name, blobs)
+    return back, api
+
+
+async def test_a_run_killed_in_its_reduce_continues_after_a_restart_with_its_maps_kept(appliance):
+    fleet, api, run_id = await run_into_the_reduce(appliance, ["keep-0001", "keep-0002"])
+    held = {name: list(w.blobs) for name, w in fleet.workers.items()}
+    appliance.kill()
+    await fleet.close()
+    appliance.start()
+    back, api = await come_back(appliance, held)
+    try:
+        done = await api.wait(run_id, timeout=30)
+        assert done["state"] == "succeeded", done
+        # The maps' outputs were still in the browsers: only the reduces ran again.
+        assert sorted(k for w in back.workers.values() for k in kinds(w)) == ["reduce", "reduce"]
+        text = log(api, run_id)
+        assert "the appliance restarted: the run continues with 3 finished task(s) kept" in text
+        assert "recovered after the restart: 2 worker(s) back" in text
+        # The reduce attempts cut short by the crash are in the task history, then the ones that finished.
+        assert history(appliance, run_id, 1) == [
+            (0, 0, "cancelled", "the appliance restarted"),
+            (0, 1, "done", ""),
+            (1, 0, "cancelled", "the appliance restarted"),
+            (1, 1, "done", ""),
+        ]
+        assert [(r, a, s) for r, a, s, _ in history(appliance, run_id, 0)] == [(0, 0, "done"), (1, 0, "done")]
+        assert appliance.query(f"SELECT count(*) FROM jobs_run_checkpoint WHERE run = {run_id}") == [(0,)]
+    finally:
+        await back.close()
+
+
+async def test_outputs_of_a_worker_that_does_not_come_back_are_computed_again(appliance):
+    fleet, api, run_id = await run_into_the_reduce(appliance, ["stay-0001", "gone-0001"])
+    gone_rank = next(t["rank"] for t in fleet.workers["gone-0001"].tasks if t["kind"] == "map")
+    stays = list(fleet.workers["stay-0001"].blobs)
+    appliance.kill()
+    await fleet.close()
+    appliance.start()
+    back, api = await come_back(appliance, {"stay-0001": stays, "spare-0001": []})
+    spare = back.workers["spare-0001"]
+    try:
+        done = await api.wait(run_id, timeout=40)
+        assert done["state"] == "succeeded", done
+        text = log(api, run_id)
+        assert "recovered after the restart: 1 worker(s) back; not back: gone-0001" in text
+        assert f"stage 1 (map) on rank {gone_rank} of group A" in text.split("was lost and is computed again")[0]
+        assert f"worker spare-0001 took over rank {gone_rank} of group A" in text
+        assert "map" in kinds(spare)  # the lost map ran again on the spare
+        assert "map" not in kinds(back.workers["stay-0001"])  # the kept one did not
+    finally:
+        await back.close()
+
+
+async def test_a_run_whose_workers_never_come_back_fails_saying_what_was_lost(appliance):
+    fleet, api, run_id = await run_into_the_reduce(appliance, ["lost-0001", "lost-0002"])
+    appliance.kill()
+    await fleet.close()
+    appliance.start()
+    _, api = signed_in(appliance)
+    done = await api.wait(run_id, timeout=40)
+    assert done["state"] == "failed"
+    assert "did not come back after the appliance restarted and no eligible worker became free" in done["reason"]
+    assert "lost with the workers that did not come back: " in done["reason"], done["reason"]
+    assert "stage 1 (map) on ranks 0, 1 of group A" in done["reason"]
+    assert appliance.query(f"SELECT cause FROM jobs_run WHERE id = {run_id}") == [("appliance-restart",)]
+
+
+async def test_sigterm_lets_running_tasks_finish_exits_0_and_the_run_continues_at_the_next_start(appliance):
+    cookie, api = signed_in(appliance)
+    fleet = Fleet(appliance, map_seconds=3)
+    try:
+        for name in ("term-0001", "term-0002"):
+            await fleet.connect(cookie, name)
+        run_id = api.run(api.job(job_script(workers=2)))["id"]
+        await until(lambda: sum(k == "map" for w in fleet.workers.values() for k in kinds(w)) == 2)
+        stopping = time.monotonic()
+        await asyncio.to_thread(appliance.stop)  # SIGTERM while both maps run; the workers go on meanwhile
+        assert appliance.proc.returncode == 0
+        assert time.monotonic() - stopping < 15  # the shutdown grace
+        # The maps finished during the stop; no reduce was started.
+        assert all(len(w.blobs) == 2 for w in fleet.workers.values())
+        assert not any("reduce" in kinds(w) for w in fleet.workers.values())
+        held = {name: list(w.blobs) for name, w in fleet.workers.items()}
+    finally:
+        await fleet.close()
+    appliance.start()
+    back, api = await come_back(appliance, held)
+    try:
+        done = await api.wait(run_id, timeout=30)
+        assert done["state"] == "succeeded", done
+        assert sorted(k for w in back.workers.values() for k in kinds(w)) == ["reduce", "reduce"], log(api, run_id)
+        assert "the appliance is stopping: the run continues when it starts again" in log(api, run_id)
+    finally:
+        await back.close()
+
+
+async def test_queued_runs_stay_queued_in_order_across_a_restart(appliance):
+    cookie, api = signed_in(appliance)
+    first = api.run(api.job(job_script(workers=5)))
+    second = api.run(api.job(job_script(workers=3)))
+    appliance.kill()
+    appliance.start()
+    cookie, api = signed_in(appliance)
+    assert [api.get(r["id"])["queue_position"] for r in (first, second)] == [1, 2]
+    fleet = Fleet(appliance)
+    fleet.reduces.set()
+    try:
+        for n in range(5):
+            await fleet.connect(cookie, f"queue-{n:04d}")
+        for run in (first, second):
+            assert (await api.wait(run["id"], timeout=30))["state"] == "succeeded"
+    finally:
+        await fleet.close()
