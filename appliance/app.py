@@ -158,6 +158,7 @@ def create_app(settings: Settings) -> Litestar:
     datanodes = DataNodes(fleet, store, live_holders, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
     coordinator = Coordinator(fleet, settings, store, live_holders, cloud_keys, run_logs)
+    datanodes.run_blobs = coordinator.blobs_in_use
     subscribe(events, coordinator, datanodes, transfer_meter, reliability)
     background = BackgroundTasks("appliance")
 

@@ -131,7 +131,10 @@ class Active:
     recovering_until: float = 0.0
     # After a restart: the finished tasks' PMRFS outputs by blob, for the workers' hello to claim.
     restored: dict[str, list[Output]] = field(default_factory=dict)
-    lost_in_restart: str = ""  # the finished work no returning worker held (for the run's failure reason)
+    # The ranks whose workers did not come back after a restart, and the finished work that was lost
+    # with them (for the run's failure reason).
+    not_back: set[tuple[str, int]] = field(default_factory=set)
+    lost_in_restart: str = ""
 
     def __post_init__(self) -> None:
         self.copy_failures = CopyFailures(self.execution.worker_count)
@@ -257,6 +260,7 @@ class Coordinator:
         if missing and clock < run.recovering_until:
             return False
         run.recovering_until = 0.0
+        run.not_back = {place for w in missing if (place := execution.rank_of(w)) is not None}
         again = [task for worker_id in missing for task in execution.lose_worker(worker_id)]
         if not execution.cloud:
             again += execution.recompute_lost()
@@ -349,6 +353,16 @@ class Coordinator:
 
     def live(self, run_id: int) -> Active | None:
         return self.active.get(run_id)
+
+    def blobs_in_use(self) -> set[str]:
+        """The PMRFS blobs of running runs (their stage outputs, and after a restart those waiting
+        for their holders to come back): tabs that reconnect keep them."""
+        blobs: set[str] = set()
+        for run in self.active.values():
+            if run.storage is None:
+                blobs.update(run.restored)
+                blobs.update(o.location for t in run.execution.all_tasks() for o in t.outputs)
+        return blobs
 
     def allows_sandbox(self, run_id: int, account_id: int) -> bool:
         """Only browsers of an account that holds a rank in the run may load its sandbox script."""
@@ -565,21 +579,16 @@ class Coordinator:
             if clock - since > self.settings.job_replacement_grace_seconds:
                 group, rank = place
                 grace = self.settings.job_replacement_grace_seconds
-                if run.restored:
-                    cause, why = EndCause.APPLIANCE_RESTART, "did not come back after the appliance restarted"
-                else:
-                    cause, why = EndCause.WORKER_LOST, "lost its worker"
-                await self._end(
-                    run,
-                    "failed",
-                    cause,
-                    f"rank {rank} of group {group} {why} and no eligible worker became free within {grace} s"
-                    + (
-                        f"; lost with the workers that did not come back: {run.lost_in_restart}"
-                        if run.lost_in_restart
-                        else ""
-                    ),
-                )
+                reason, cause = f"rank {rank} of group {group} lost its worker", EndCause.WORKER_LOST
+                if place in run.not_back:
+                    reason = (
+                        f"the worker of rank {rank} of group {group} did not come back after the appliance restarted"
+                    )
+                    cause = EndCause.APPLIANCE_RESTART
+                reason += f" and no eligible worker became free within {grace} s"
+                if place in run.not_back and run.lost_in_restart:
+                    reason += f"; lost with the workers that did not come back: {run.lost_in_restart}"
+                await self._end(run, "failed", cause, reason)
                 return
         overdue = execution.overdue_stage(clock)
         if overdue is not None:
@@ -830,7 +839,11 @@ class Coordinator:
                     running = next((t for t in run.execution.active if t.worker_id == culprit), None)
                     self._take_off(run, culprit, why, running)
             if task.attempt != attempt or task.state != "staging":
-                return  # lost meanwhile (perhaps with a worker just blamed); it was rescheduled
+                # Sent back meanwhile (its worker blamed or lost, an input computed again): it starts
+                # again later; a backup's helper is free.
+                if task.is_backup:
+                    self._release(run, task.worker_id or "")
+                return
             if error is not None and task.is_backup:
                 self._drop_backup(run, task, TaskEvent.FAIL, f"could not move an input to its worker: {error}")
                 if task.primary.stalled and task.primary.state == "running":

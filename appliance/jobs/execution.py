@@ -644,13 +644,7 @@ class RunExecution:
         for task in self.all_tasks():
             for output in task.outputs:
                 output.holders.discard(worker_id)
-        rerun += self.recompute_lost()
-        # Consumers still staging inputs from a lost producer start again once it is recomputed.
-        for task in self.all_tasks():
-            if task.state == "staging" and any(p.state != "done" for p in self.producers(task)):
-                self.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
-                rerun.append(task)
-        return rerun
+        return rerun + self.recompute_lost()
 
     def all_extra_attempts(self) -> list[Task]:
         """Backup and replica attempts running now."""
@@ -685,6 +679,16 @@ class RunExecution:
                     self.retry(task, TaskEvent.OUTPUT_LOST)
                     rerun.append(task)
                     changed = True
+        if rerun:
+            # Attempts still copying their inputs (their task-assign not sent) start again once their
+            # producers are done again: launched now, they would run with part of their input.
+            for attempt in [t for t in (*self.all_tasks(), *self.all_extra_attempts()) if t.state == "staging"]:
+                if any(p.state != "done" for p in self.producers(attempt)):
+                    if attempt.is_backup:
+                        self.drop_backup(attempt, TaskEvent.INPUT_LOST, "an input is computed again")
+                    else:
+                        self.retry(attempt, TaskEvent.INPUT_LOST, "an input is computed again")
+                        rerun.append(attempt)
         return rerun
 
     def input_lost(self, task: Task, sha256: str) -> list[Task]:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
 
 from piccolo.query.functions.aggregate import Sum
 
@@ -49,6 +50,9 @@ class DataNodes:
         self.task: asyncio.Task | None = None
         self.background = BackgroundTasks("PMRFS datanodes")
         self._spawn = self.background.spawn
+        # The blobs running runs still use (their stage outputs, not PMRFS files): a reconnecting tab
+        # keeps them. Set by whoever runs jobs (app.py: the coordinator).
+        self.run_blobs: Callable[[], set[str]] = set
 
     # ------------------------------------------------------------ lifecycle
 
@@ -107,7 +111,7 @@ class DataNodes:
         held = set(reported)
         for sha in recorded - held:
             await namenode.remove_replica(sha, worker.worker_id)
-        for sha in held - recorded:
+        for sha in held - recorded - self.run_blobs():
             # Not ours to keep (deleted meanwhile, or never recorded): the tab frees the space.
             await worker.send(p.BlobDelete(sha256=sha))
         kept = sorted(held & recorded)

@@ -180,7 +180,7 @@ async def test_a_run_whose_workers_never_come_back_fails_saying_what_was_lost(ap
     _, api = signed_in(appliance)
     done = await api.wait(run_id, timeout=40)
     assert done["state"] == "failed"
-    assert "did not come back after the appliance restarted and no eligible worker became free" in done["reason"]
+    assert "did not come back after the appliance restarted and no eligible worker became free" in done["reason"], done
     assert "lost with the workers that did not come back: " in done["reason"], done["reason"]
     assert "stage 1 (map) on ranks 0, 1 of group A" in done["reason"]
     assert appliance.query(f"SELECT cause FROM jobs_run WHERE id = {run_id}") == [("appliance-restart",)]

@@ -125,6 +125,27 @@ def test_an_input_missing_on_the_worker_recomputes_its_producer_when_no_copy_is_
     assert {(t.stage, t.rank) for t in again} == {(0, 1), (INPUT_STAGE, 0)}
 
 
+def test_a_consumer_still_copying_its_inputs_waits_again_when_its_producer_is_recomputed():
+    # Launched with its producer's outputs gone (the coordinator reads them only once its copies
+    # are done), a map would run with none of its input and finish with an empty output.
+    run = RunExecution(1, spec("map", "reduce", workers=3))
+    started(run, ["w0", "w1", "w2"])
+    first = run_ready(run)[0]
+    finish(run, first, [0, 1, 2])
+    maps = sorted(run.ready(), key=lambda t: t.rank)
+    for task in maps:
+        run.start(task)  # all three staging
+    run.running(maps[2])  # its task-assign is out: it has its input
+    backup = run.backup(maps[2], "w9")
+    first.outputs[1].holders = {"w1"}
+    again = run.input_lost(maps[1], first.outputs[1].location)
+    assert first.state == "waiting"  # no copy of the chunk is left: the input function runs again
+    assert maps[0].state == "waiting" and maps[0] in again  # it was copying: it waits for the new input
+    assert maps[2].state == "running"  # launched already: it goes on with the input it has
+    assert backup not in run.active and backup.state == "waiting"  # dropped while copying
+    assert [t.stage for t in run.ready()] == [INPUT_STAGE]
+
+
 def test_stage_timeout_and_worker_timeout():
     run = RunExecution(1, spec("map", timeout=5))
     started(run, ["w0", "w1"])
