@@ -2,8 +2,8 @@
 
 A checkpoint holds, per run, the ranks' workers, every task that finished (its attempt and where
 its outputs are: PMRFS blob or object key, size, records), the attempt numbers handed out, the
-attempts history (the task table written when the run ends), the groups' epochs and the workers
-taken off or outrun. Which browsers hold each PMRFS output is not kept: after a restart the
+attempts history (the task table written when the run ends), the groups' epochs, the workers
+taken off or outrun, and the parameter server's clocks (its values are kept in jobs_parameter). Which browsers hold each PMRFS output is not kept: after a restart the
 workers' ``hello`` says which blobs they hold (jobs/coordinator.py matches them).
 
 Nothing of a task still running is kept: after a restart it runs again, as do rank-to-rank and
@@ -79,6 +79,9 @@ class Checkpoint(msgspec.Struct):
     outrun: list[str] = []
     unspeculated: list[int] = []
     accounts: dict[str, int] = {}
+    # Parameter server: per group, each rank's clock when its task began (its values are kept in
+    # jobs_parameter, written by the coordinator beside the checkpoint).
+    clocks: dict[str, list[int]] = {}
 
 
 _encoder = msgspec.json.Encoder()
@@ -91,7 +94,11 @@ def _wall_offset() -> float:
 
 
 def capture(
-    execution: RunExecution, epochs: dict[str, int], excluded: set[str], accounts: dict[str, int]
+    execution: RunExecution,
+    epochs: dict[str, int],
+    excluded: set[str],
+    accounts: dict[str, int],
+    clocks: dict[str, list[int]],
 ) -> Checkpoint:
     wall = _wall_offset()
     tasks = []
@@ -144,6 +151,7 @@ def capture(
         sorted(execution.outrun),
         sorted(execution.unspeculated),
         dict(accounts),
+        clocks,
     )
 
 

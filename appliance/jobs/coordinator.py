@@ -59,8 +59,10 @@ TICK_SECONDS = 1.0
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
 # every scheduling round (thousands a second while short tasks finish).
 STRAGGLER_SCAN_SECONDS = 0.5
-# How often running runs' progress is written (at most; only runs that changed).
+# How often running runs' progress is written (at most; only runs that changed). Parameter-server
+# values, which may be large, are written as often, but never spending more than a tenth of the time.
 CHECKPOINT_SECONDS = 1.0
+PS_CHECKPOINT_SHARE = 0.1
 MAX_PARALLEL_COPIES = 8
 # Times a group's stage may start again after a rank was lost mid-collective.
 MAX_PEER_RESTARTS = 3
@@ -128,6 +130,8 @@ class Active:
     # row yet), and after a restart, until when the run waits for its workers to come back.
     checkpointed: int = -1
     checkpoint_row: bool = False
+    params_saved: int = 0  # the parameter server's change count when its values were last written
+    params_due: float = 0.0  # when they may be written again
     recovering_until: float = 0.0
     # After a restart: the finished tasks' PMRFS outputs by blob, for the workers' hello to claim.
     restored: dict[str, list[Output]] = field(default_factory=dict)
@@ -237,6 +241,9 @@ class Coordinator:
                 for output in (o for t in done for o in t.outputs if run.storage is None):
                     run.restored.setdefault(output.location, []).append(output)
                 run.recovering_until = time.monotonic() + grace
+                run.params.resume(saved.clocks)
+                await parameters.restore(run.run_id, run.params)
+                run.params_saved = run.params.changes
             self.active[run.run_id] = run
             self.logs.add(
                 run.run_id,
@@ -276,22 +283,31 @@ class Coordinator:
         )
         return True
 
-    async def checkpoint(self) -> None:
-        """Write the progress of every run that changed since its last checkpoint (checkpoints.py)."""
+    async def checkpoint(self, final: bool = False) -> None:
+        """Write the progress of every run that changed since its last checkpoint (checkpoints.py),
+        and its parameter-server values when they are due (PS_CHECKPOINT_SHARE), or all now (``final``)."""
         if self.drained:
             return  # the last one is written: what follows is the stop itself (connections closing)
+        clock = time.monotonic()
         async with self._checkpointing:
             for run in list(self.active.values()):
-                changes = run.execution.changes
-                if run.ending or run.recovering_until or changes == run.checkpointed:
+                if run.ending or run.recovering_until:
                     continue
-                saved = checkpoints.capture(run.execution, run.epochs, run.excluded, run.accounts)
                 try:
-                    await checkpoints.save(run.run_id, checkpoints.encode(saved), run.checkpoint_row)
+                    changes = run.execution.changes
+                    if changes != run.checkpointed:
+                        clocks = run.params.starting_clocks()
+                        saved = checkpoints.capture(run.execution, run.epochs, run.excluded, run.accounts, clocks)
+                        await checkpoints.save(run.run_id, checkpoints.encode(saved), run.checkpoint_row)
+                        run.checkpointed, run.checkpoint_row = changes, True
+                    values = run.params.changes
+                    if values != run.params_saved and (final or clock >= run.params_due):
+                        began = time.monotonic()
+                        await parameters.keep(run.run_id, run.params)
+                        pause = max(CHECKPOINT_SECONDS, (time.monotonic() - began) / PS_CHECKPOINT_SHARE)
+                        run.params_saved, run.params_due = values, began + pause
                 except Exception:
                     log.exception("could not write the checkpoint of run %s", run.run_id)
-                    continue
-                run.checkpointed, run.checkpoint_row = changes, True
 
     async def drain(self, timeout: float) -> None:
         """Before a stop: start nothing more, give running tasks up to ``timeout`` seconds to finish,
@@ -311,7 +327,7 @@ class Coordinator:
                 level="warn",
             )
         await self.logs.flush()
-        await self.checkpoint()
+        await self.checkpoint(final=True)
         self.drained = True
 
     async def _checkpoint_loop(self) -> None:
@@ -379,7 +395,7 @@ class Coordinator:
     def worker_joined(self, event: WorkerJoined) -> None:
         worker = event.worker
         for run in self.active.values():
-            if not run.restored or run.ending:
+            if run.ending or not (run.restored or run.recovering_until):
                 continue
             # After a restart: a returning worker's blobs hold finished tasks' outputs; its rank waits for it.
             for sha in event.blobs:

@@ -25,7 +25,8 @@ class ParameterInfo:
 
 
 async def keep(run_id: int, params: ParameterServer | None) -> None:
-    """Write the run's values (every outcome keeps them: a failed run's are a checkpoint)."""
+    """Write the run's values (every outcome keeps them: a failed run's are a checkpoint; while it
+    runs, the coordinator writes them too, so a restart resumes from them)."""
     if params is None or not params.values:
         return
     rows = [
@@ -43,6 +44,16 @@ async def keep(run_id: int, params: ParameterServer | None) -> None:
     async with RunParameter._meta.db.transaction():
         await RunParameter.delete().where(RunParameter.run == run_id)
         await RunParameter.insert(*rows)
+
+
+async def restore(run_id: int, params: ParameterServer) -> int:
+    """Put back the values last kept for the run (after a restart); returns how many."""
+    rows = await RunParameter.select(
+        RunParameter.group, RunParameter.key, RunParameter.dtype, RunParameter.value, RunParameter.version
+    ).where(RunParameter.run == run_id)
+    for row in rows:
+        params.restore(row["group"], row["key"], row["dtype"], bytes(row["value"]), row["version"])
+    return len(rows)
 
 
 async def list_parameters(actor: Actor, run_id: int) -> list[ParameterInfo]:

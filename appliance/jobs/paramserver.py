@@ -73,6 +73,7 @@ class ParameterServer:
         self.bytes = 0
         self.values: dict[tuple[str, str], Parameter] = {}
         self.groups = {g: GroupClocks([0] * worker_count, set(), [0] * worker_count) for g in groups}
+        self.changes = 0  # value writes, so a checkpoint is written only when something changed
 
     # ------------------------------------------------------------ values
 
@@ -87,6 +88,7 @@ class ParameterServer:
             )
         self.bytes = grown
         self.values[(group, key)] = Parameter(dtype, value, version)
+        self.changes += 1
         return version
 
     def _decode(self, dtype: str, payload: bytes | memoryview) -> np.ndarray:
@@ -115,6 +117,7 @@ class ParameterServer:
             )
         UPDATES[op](current.value, delta, out=current.value)
         current.version += 1
+        self.changes += 1
         return current.version
 
     def read(self, group: str, key: str) -> Parameter:
@@ -123,7 +126,22 @@ class ParameterServer:
             raise ParameterError(f"no parameter {key!r} in group {group} (write it first)")
         return current
 
+    def restore(self, group: str, key: str, dtype: str, data: bytes, version: int) -> None:
+        """A value as a checkpoint kept it (after a restart)."""
+        self._store(group, key, dtype, self._decode(dtype, data), version)
+
     # ------------------------------------------------------------ clocks
+
+    def starting_clocks(self) -> dict[str, list[int]]:
+        """Per group, the clock each rank had when its current task began: where its tasks resume."""
+        return {group: list(clocks.started_at) for group, clocks in self.groups.items()}
+
+    def resume(self, starting: dict[str, list[int]]) -> None:
+        """After a restart the ranks' tasks run again from the clocks they began at."""
+        for group, clocks in starting.items():
+            if group in self.groups:
+                self.groups[group].clocks = list(clocks)
+                self.groups[group].started_at = list(clocks)
 
     def task_started(self, group: str, rank: int, replacement: bool) -> None:
         clocks = self.groups[group]

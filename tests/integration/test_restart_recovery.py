@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import struct
 import time
 
 import pytest
@@ -232,3 +233,45 @@ async def test_queued_runs_stay_queued_in_order_across_a_restart(appliance):
             assert (await api.wait(run["id"], timeout=30))["state"] == "succeeded"
     finally:
         await fleet.close()
+
+
+async def test_parameter_server_values_survive_a_kill_and_the_stage_resumes_with_them(appliance):
+    cookie, api = signed_in(appliance)
+    maps: dict[str, tuple[SimWorker, dict]] = {}
+    release = asyncio.Event()
+
+    async def hold_maps(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            maps[worker.worker_id] = (worker, task)
+            await release.wait()
+        await finish_empty(worker, task)
+
+    async def ask(name: str, message: dict, payload: bytes | None = None) -> dict:
+        worker, task = maps[name]
+        return await worker.request({**message, "taskId": task["taskId"]}, payload)
+
+    names = ["params-0001", "params-0002"]
+    workers = [await SimWorker(appliance.url, cookie, worker_id=n, on_task=hold_maps).start() for n in names]
+    run_id = api.run(api.job(job_script(workers=2)))["id"]
+    try:
+        await until(lambda: len(maps) == 2)
+        await ask("params-0001", {"type": "ps-write", "key": "w", "dtype": "float64"}, struct.pack("<3d", 1, 2, 3))
+        await ask("params-0002", {"type": "ps-update", "key": "w", "dtype": "float64"}, struct.pack("<3d", 1, 1, 1))
+        await asyncio.sleep(1.5)  # written within a second
+        appliance.kill()
+    finally:
+        for worker in workers:
+            await worker.close()
+    maps.clear()
+    appliance.start()
+    cookie, api = signed_in(appliance)
+    workers = [await SimWorker(appliance.url, cookie, worker_id=n, on_task=hold_maps).start() for n in names]
+    try:
+        await until(lambda: len(maps) == 2)  # the maps run again, on the same ranks
+        read = await ask("params-0002", {"type": "ps-read", "key": "w"})
+        assert (struct.unpack("<3d", read["payload"]), read["version"]) == ((2.0, 3.0, 4.0), 2)
+        release.set()
+        assert (await api.wait(run_id, timeout=30))["state"] == "succeeded"
+    finally:
+        for worker in workers:
+            await worker.close()
