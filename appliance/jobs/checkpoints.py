@@ -3,8 +3,9 @@
 A checkpoint holds, per run, the ranks' workers, every task that finished (its attempt and where
 its outputs are: PMRFS blob or object key, size, records), the attempt numbers handed out, the
 attempts history (the task table written when the run ends), the groups' epochs, the workers
-taken off or outrun, and the parameter server's clocks (its values are kept in jobs_parameter). Which browsers hold each PMRFS output is not kept: after a restart the
-workers' ``hello`` says which blobs they hold (jobs/coordinator.py matches them).
+taken off or outrun, and the parameter server's clocks (its values are kept in jobs_parameter).
+Which browsers hold each PMRFS output is not kept: after a restart the workers' ``hello`` says
+which blobs they hold (jobs/coordinator.py matches them).
 
 Nothing of a task still running is kept: after a restart it runs again, as do rank-to-rank and
 parameter-server stages that were not finished in a group (from their stage's start, as after a
