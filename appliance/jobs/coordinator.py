@@ -989,10 +989,25 @@ class Coordinator:
             self._release(run, loser_worker)
             if loser_id in stalled:
                 self._take_off(run, loser_worker, self._stalled_on(run, task))
+            elif worker.worker_id in run.helpers and run.execution.rank_of(loser_worker) == (task.group, task.rank):
+                self._hand_over(run, task, loser_worker, worker)
         self._release(run, worker.worker_id)
         if task.primary is None:
             run.params.task_ended(task.group, task.rank)
         self.wake.set()
+
+    def _hand_over(self, run: Active, task: Task, slow_id: str, winner: Worker) -> None:
+        """A helper outran the rank's own worker: it keeps the rank, whose next task then finds its
+        input where it is, and the slower browser is free for other runs."""
+        run.execution.assign(task.group, task.rank, winner.worker_id)
+        run.helpers.discard(winner.worker_id)
+        slow = self.fleet.get(slow_id)
+        if slow is not None and slow.run_id == run.run_id:
+            slow.run_id = None
+        self.logs.add(
+            run.run_id,
+            f"rank {task.rank} of group {task.group} moves to worker {winner.worker_id}, which outran {slow_id}",
+        )
 
     def _check_outputs(self, run: Active, task: Task, outputs: list[p.TaskOutput]) -> str | None:
         """What is wrong with a task's reported outputs, or None."""

@@ -85,11 +85,12 @@ EXTRA_VALIDATION_ATTEMPTS = 2
 SPECULATION_QUANTILE = 0.75
 SPECULATION_MULTIPLIER = 1.5
 SPECULATION_MIN_SECONDS = 1.0
-# Earlier, as LATE does (Zaharia et al., OSDI 2008): a task progressing (emits and context.progress()
-# calls) at under this share of its stage's median rate, after LAGGING_MIN_SECONDS, is lagging (a slow
-# tab shows long before the stage is mostly done, and a spare worker can redo its work meanwhile).
+# Earlier, as LATE does (Zaharia et al., OSDI 2008): a task progressing (context.progress() calls, or
+# emits in a stage that makes none) at under this share of its stage's median rate, after
+# LAGGING_MIN_SECONDS, is lagging (a slow tab shows long before the stage is mostly done, and a
+# spare worker can redo its work meanwhile).
 LAGGING_RATE = 1 / 3
-LAGGING_MIN_SECONDS = 2.0
+LAGGING_MIN_SECONDS = 1.0
 # A stage whose code talks to other ranks or the parameter server is never speculated: two attempts
 # of one rank would both take part. (At run time a backup that tries is refused as well.)
 _TALKS_TO_RANKS = re.compile(
@@ -101,9 +102,12 @@ class IllegalTransition(Exception):
     """An event that cannot happen to a task in its state (a stale or forged report)."""
 
 
-def _progress(task: Task) -> int:
-    """How far a task got, as far as it tells: its emits and its context.progress() calls."""
-    return task.emits + task.ticks
+def _ticks(task: Task) -> int:
+    return task.ticks
+
+
+def _emits(task: Task) -> int:
+    return task.emits
 
 
 def _signature(outputs: list[Output]) -> tuple[tuple[int, str], ...]:
@@ -749,7 +753,10 @@ class RunExecution:
         return f"slow: {now - task.started:.1f} s, the stage's finished tasks took {median:.1f} s (median)"
 
     def _lagging(self, task: Task, now: float) -> str | None:
-        """Rates count from each attempt's launch: time spent copying inputs is not the task's slowness."""
+        """Rates count from each attempt's launch: time spent copying inputs is not the task's slowness.
+        A stage whose tasks call context.progress() is judged by those calls alone: its emits may come
+        in a burst at the end (a map that counts in a Map first), which would make every task still
+        running look slow beside the finished ones."""
         elapsed = now - task.launched
         if elapsed < LAGGING_MIN_SECONDS:
             return None
@@ -758,13 +765,15 @@ class RunExecution:
             for (stage, _), t in self.groups[task.group].tasks.items()
             if stage == task.stage and t is not task and t.state in ("running", "done")
         ]
-        rates = [_progress(t) / max((t.finished if t.state == "done" else now) - t.launched, 1e-3) for t in others]
+        ticking = task.ticks > 0 or any(t.ticks for t in others)
+        measure, unit = (_ticks, "progress() calls") if ticking else (_emits, "emits")
+        rates = [measure(t) / max((t.finished if t.state == "done" else now) - t.launched, 1e-3) for t in others]
         if len(rates) < 2 or statistics.median(rates) <= 0:
             return None  # nothing to compare with (or a stage that reports progress only at its end)
-        rate, median = _progress(task) / elapsed, statistics.median(rates)
+        rate, median = measure(task) / elapsed, statistics.median(rates)
         if rate >= LAGGING_RATE * median:
             return None
-        return f"lagging: progress at {rate:.0f}/s, the stage's median {median:.0f}/s (emits and progress() calls)"
+        return f"lagging: {rate:.0f} {unit}/s, the stage's median {median:.0f}/s"
 
     # ------------------------------------------------------------ progress
 

@@ -87,6 +87,28 @@ async def test_a_slow_task_gets_a_backup_attempt_that_wins(appliance, carol_clie
             await w.close()
 
 
+async def test_a_spare_worker_that_outruns_a_rank_keeps_the_rank(appliance, carol_client, carol):
+    cookie = cookie_of(carol_client)
+    slow = await SimWorker(appliance.url, cookie, worker_id="slow-0003", on_task=slow_maps(30)).start()
+    quick = await start_workers(appliance.url, cookie, 3)
+    try:
+        run = carol.run(carol.job(job_script(workers=4)))
+        await carol.wait(run["id"], states=("running",))
+        spare = await SimWorker(appliance.url, cookie, worker_id="spare-0003").start()  # in no run: backups go here
+        done = await carol.wait(run["id"], timeout=25)
+        assert done["state"] == "succeeded", done
+        rank = next(t["rank"] for t in slow.tasks if t["kind"] == "map")
+        assert f"rank {rank} of group A moves to worker spare-0003, which outran slow-0003" in log_text(
+            carol, run["id"]
+        )
+        # The rank's reduce ran where its map output was, not on the slower browser.
+        assert [t["kind"] for t in spare.tasks] == ["map", "reduce"]
+        assert "reduce" not in [t["kind"] for t in slow.tasks]
+    finally:
+        for w in [slow, *quick, spare]:
+            await w.close()
+
+
 async def test_a_stalled_task_is_reported_and_its_backup_finishes_the_run(appliance, carol_client, carol):
     cookie = cookie_of(carol_client)
     stuck = await SimWorker(appliance.url, cookie, worker_id="stuck-0001", on_task=stall_maps).start()
