@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import struct
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from tests.integration.test_job_scheduling import Api, job_script, token_for
 from tests.sim_workers import SimWorker, cookie_of, finish_empty
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
+ROOT = Path(__file__).resolve().parents[2]
 GRACE = 3  # seconds a re-adopted run waits for its workers, and a vacant rank for a replacement
 
 
@@ -275,3 +278,43 @@ async def test_parameter_server_values_survive_a_kill_and_the_stage_resumes_with
     finally:
         for worker in workers:
             await worker.close()
+
+
+# The last release that landed: its data dir has none of the tables this one adds, and its running
+# runs have no checkpoint.
+LAST_RELEASE = "f242356"
+
+
+async def test_a_data_dir_of_the_last_release_is_upgraded_with_a_run_in_flight(tmp_path):
+    old_code = tmp_path / "old"
+    old_code.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", LAST_RELEASE, "appliance"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(old_code)], input=archive, check=True)
+    old = Appliance(tmp_path / "data", env={"PYTHONPATH": str(old_code)}).start()
+    try:
+        cookie, api = signed_in(old)
+        fleet = Fleet(old, map_seconds=3600)  # the maps are under way when the old version stops
+        for name in ("old-0001", "old-0002"):
+            await fleet.connect(cookie, name)
+        run_id = api.run(api.job(job_script(workers=2)))["id"]
+        await until(lambda: sum(k == "map" for w in fleet.workers.values() for k in kinds(w)) == 2)
+        queued_id = api.run(api.job(job_script(workers=3)))["id"]
+        old.kill()
+        await fleet.close()
+    finally:
+        old.stop()
+    new = Appliance(tmp_path / "data").start()  # this version, on the same data dir: migrations first
+    try:
+        back, api = await come_back(new, {"old-0001": [], "old-0002": [], "new-0001": []})
+        try:
+            for run in (run_id, queued_id):
+                assert (await api.wait(run, timeout=30))["state"] == "succeeded"
+            assert "the appliance restarted: the run continues with 0 finished task(s) kept, from the start" in log(
+                api, run_id
+            )
+        finally:
+            await back.close()
+    finally:
+        new.stop()
