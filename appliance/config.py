@@ -80,6 +80,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # After a restart, how long a run that was running waits for its workers to come back before
     # their ranks go to others and what only they held is computed again.
     job_recovery_grace_seconds: int = 60
+    # How long the rank of a worker that disconnected while running a task waits for it to come
+    # back (its page keeps running the task and reports it when it reconnects).
+    job_reconnect_grace_seconds: int = 10
     # On SIGTERM, how long `peermr serve` waits for running tasks to finish before it exits (the
     # runs continue at the next start; tasks cut short run again).
     shutdown_grace_seconds: int = 30
@@ -212,6 +215,8 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"fetch_origins: {exc}") from None
     if settings.job_replacement_grace_seconds < 1:
         raise ConfigError("job_replacement_grace_seconds must be at least 1")
+    if settings.job_reconnect_grace_seconds < 0:
+        raise ConfigError("job_reconnect_grace_seconds must not be negative")
     if settings.job_recovery_grace_seconds < 0:
         raise ConfigError("job_recovery_grace_seconds must not be negative")
     if settings.shutdown_grace_seconds < 0:

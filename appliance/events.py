@@ -54,6 +54,7 @@ class Event:
 class WorkerJoined(Event):
     worker: Worker
     blobs: list[str]  # the blobs its hello says it holds
+    tasks: tuple[str, ...] = ()  # the task attempts its hello says it still has (running, or done, unreported)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ class SimWorker:
         self.on_task = on_task
         self.on_blob_receive = on_blob_receive  # a copy of a stage output arranged to this worker
         self.blobs: list[str] = list(blobs or [])  # what its hello says it holds (as a tab's IndexedDB would)
+        self.held: list[str] = []  # the task ids its hello says it still has (a page whose connection dropped)
         self.ws: ClientConnection | None = None
         self.tasks: list[dict] = []  # every task-assign received
         self.messages: list[dict] = []  # everything else the appliance sent
@@ -58,7 +59,7 @@ class SimWorker:
             max_size=None,
         )
         hello = {"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": self.capabilities}
-        await self.send({**hello, "blobs": self.blobs})
+        await self.send({**hello, "blobs": self.blobs, "tasks": self.held})
         welcome = json.loads(await self.ws.recv())
         if welcome["type"] != "welcome":
             raise RuntimeError(f"no welcome: {welcome}")

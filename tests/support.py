@@ -136,8 +136,10 @@ class Appliance:
             "PEERMR_ADMIN_EMAIL": ADMIN_EMAIL,
             "PEERMR_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "PEERMR_TURN_PORT": str(free_port()),
-            # A test's teardown stops the appliance with tasks that never end still running.
+            # A test's teardown stops the appliance with tasks that never end still running; tests
+            # that close workers mid-task wait less for them to reconnect.
             "PEERMR_SHUTDOWN_GRACE_SECONDS": "2",
+            "PEERMR_JOB_RECONNECT_GRACE_SECONDS": "2",
             **(env or {}),
         }
         if "PEERMR_DATABASE_URL" not in self.env and (url := postgres_database_url(data_dir)):

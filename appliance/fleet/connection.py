@@ -227,7 +227,7 @@ class Session:
                 ice_servers=self.ice_servers(self.principal.user_id),
             )
         )
-        await self.fleet.events.publish(WorkerJoined(worker, message.blobs))
+        await self.fleet.events.publish(WorkerJoined(worker, message.blobs, tuple(message.tasks)))
         # After the welcome, so the page has its ICE servers before the offer arrives.
         self.probe_task = asyncio.create_task(self._probe())
 

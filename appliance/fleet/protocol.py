@@ -49,6 +49,8 @@ class Hello(Base, tag="hello"):
     capabilities: Capabilities
     # The blobs this tab still holds from earlier sessions (PMRFS reports them to the namenode).
     blobs: Annotated[list[Sha256], msgspec.Meta(max_length=100_000)] = []
+    # The tasks it still runs, or finished while it was disconnected and will report now.
+    tasks: Annotated[list[TaskId], msgspec.Meta(max_length=64)] = []
 
 
 class Pong(Base, tag="pong"):

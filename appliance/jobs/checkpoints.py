@@ -7,9 +7,11 @@ taken off or outrun, and the parameter server's clocks (its values are kept in j
 Which browsers hold each PMRFS output is not kept: after a restart the workers' ``hello`` says
 which blobs they hold (jobs/coordinator.py matches them).
 
-Nothing of a task still running is kept: after a restart it runs again, as do rank-to-rank and
-parameter-server stages that were not finished in a group (from their stage's start, as after a
-lost rank), so peer messages in flight need no keeping either.
+A task that was running is kept as running on its worker: pages keep running their tasks while
+their connection is away and report them when they are back, and the worker's ``hello`` lists
+the tasks its page still has; the others run again. Rank-to-rank and parameter-server stages that
+were not finished in a group start again from their stage's start (as after a lost rank), so peer
+messages in flight need no keeping.
 
 The coordinator writes the checkpoint of each run whose execution changed (``RunExecution.changes``)
 at most once a second, off the scheduling hot path, and once more when it stops. Times are kept as
@@ -191,7 +193,13 @@ def restore(execution: RunExecution, checkpoint: Checkpoint) -> list[Task]:
         first = restart_from[task.group]
         if entry.state == "waiting":
             continue
-        if entry.state != "done" or (first is not None and task.stage >= first):
+        talks_again = first is not None and task.stage >= first
+        if entry.state == "running" and not talks_again:
+            # Its page may still run it (pages keep their tasks across a lost connection): the
+            # worker's hello says whether it does.
+            execution.restore_running(task, entry.worker_id or "", entry.started - wall)
+            continue
+        if entry.state != "done" or talks_again:
             why = RESTART_ERROR if entry.state != "done" else RESTART_AGAIN
             execution.history.append(_attempt(entry, wall, TaskEvent.CANCEL, why))
             task.attempt, task.attempts = task.attempts, task.attempts + 1

@@ -133,6 +133,8 @@ class Active:
     params_saved: int = 0  # the parameter server's change count when its values were last written
     params_due: float = 0.0  # when they may be written again
     recovering_until: float = 0.0
+    # Rank holders that disconnected while running a task, and since when: their pages run on.
+    away: dict[str, float] = field(default_factory=dict)
     # After a restart: the finished tasks' PMRFS outputs by blob, for the workers' hello to claim.
     restored: dict[str, list[Output]] = field(default_factory=dict)
     # The ranks whose workers did not come back after a restart, and the finished work that was lost
@@ -394,17 +396,37 @@ class Coordinator:
 
     def worker_joined(self, event: WorkerJoined) -> None:
         worker = event.worker
+        wanted: set[str] = set()
         for run in self.active.values():
-            if run.ending or not (run.restored or run.recovering_until):
+            if run.ending:
                 continue
-            # After a restart: a returning worker's blobs hold finished tasks' outputs; its rank waits for it.
+            # After a restart: a returning worker's blobs hold finished tasks' outputs.
             for sha in event.blobs:
                 for output in run.restored.get(sha, ()):
                     output.holders.add(worker.worker_id)
-            if run.recovering_until and worker.worker_id in run.execution.workers():
-                worker.run_id = run.run_id
+            back = run.away.pop(worker.worker_id, None) is not None
+            if back or (run.recovering_until and worker.worker_id in run.execution.workers()):
+                worker.run_id = run.run_id  # its rank waited for it
                 run.accounts[worker.worker_id] = worker.account_id
+                wanted |= self._resume(run, worker.worker_id, set(event.tasks))
+        for task_id in set(event.tasks) - wanted:
+            # Its page still runs (or has the result of) an attempt nobody wants now: it drops it.
+            self._spawn(worker.send(p.TaskCancel(task_id=task_id)))
         self.wake.set()
+
+    def _resume(self, run: Active, worker_id: str, held: set[str]) -> set[str]:
+        """A worker of the run is back: its attempts its page still has go on (their reports follow);
+        the others run again. Returns the ids that go on."""
+        going = set()
+        for attempt in [t for t in run.execution.active if t.worker_id == worker_id]:
+            if attempt.id in held and attempt.state == "running":
+                going.add(attempt.id)
+                self.logs.add(run.run_id, f"worker {worker_id} is back: {self._where(run, attempt)} goes on there")
+            elif attempt.is_backup:
+                self._drop_backup(run, attempt, TaskEvent.CANCEL, "its page no longer had it")
+            else:
+                run.execution.retry(attempt, TaskEvent.CANCEL, "its page no longer had it")
+        return going
 
     def worker_left(self, event: WorkerLeft) -> None:
         worker = event.worker
@@ -412,7 +434,19 @@ class Coordinator:
         if self.draining:
             return  # the appliance stops and closes every connection: the runs continue at the next start
         if run is not None and not run.ending:
-            self._lose(run, worker.worker_id, "disconnected")
+            holds_rank = run.execution.rank_of(worker.worker_id) is not None
+            running = [t for t in run.execution.active if t.worker_id == worker.worker_id and t.state == "running"]
+            if holds_rank and running:
+                # Its page runs on and reports when it reconnects; the rank waits for it a while.
+                run.away[worker.worker_id] = time.monotonic()
+                self.logs.add(
+                    run.run_id,
+                    f"worker {worker.worker_id} disconnected while running {self._where(run, running[0])}; "
+                    f"its rank waits up to {self.settings.job_reconnect_grace_seconds} s for it",
+                    level="warn",
+                )
+            else:
+                self._lose(run, worker.worker_id, "disconnected")
         self.wake.set()
 
     def task_message(self, event: TaskMessage) -> None:
@@ -590,6 +624,10 @@ class Coordinator:
         clock = time.monotonic()
         if run.recovering_until and not self._recovered(run, clock):
             return
+        for worker_id, since in list(run.away.items()):
+            if clock - since > self.settings.job_reconnect_grace_seconds:
+                del run.away[worker_id]
+                self._lose(run, worker_id, "disconnected and did not come back")
         self._fill_vacancies(run)
         for place, since in list(run.vacant_since.items()):
             if clock - since > self.settings.job_replacement_grace_seconds:

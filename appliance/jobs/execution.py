@@ -318,6 +318,17 @@ class RunExecution:
         self.groups[group].ranks[rank] = worker_id
         self.changes += 1
 
+    def restore_running(self, task: Task, worker_id: str, started: float) -> None:
+        """A task a checkpoint says was running: running again, on the same worker, until the worker
+        comes back and says whether its page still has it (checkpoints.py)."""
+        now = time.monotonic()
+        task.state, task.worker_id, task.started = "running", worker_id, started
+        task.launched = task.progressed_at = task.last_activity = now
+        self.active.add(task)
+        group = self.groups[task.group]
+        group.stage_started.setdefault(task.stage, now)
+        group.open_stages.add(task.stage)
+
     def restore_done(self, task: Task, worker_id: str, outputs: list[Output], emits: int, cpu_ms: int) -> None:
         """A task a checkpoint says was done (checkpoints.py): done again, no holder known for its outputs."""
         task.state, task.worker_id, task.outputs = "done", worker_id, outputs

@@ -73,8 +73,11 @@ async function capabilities() {
   };
 }
 
+// True when the message went (false while the connection is away).
 function send(message) {
-  if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+  if (socket?.readyState !== WebSocket.OPEN) return false;
+  socket.send(JSON.stringify(message));
+  return true;
 }
 
 // A binary frame: a JSON header and its payload's bytes (parameter-server values).
@@ -91,7 +94,8 @@ const handlers = {
     show('connected', 'status-connected');
     $('pause').disabled = false;
     if (paused) send({type: 'pause', id: nextId++});
-    setState(paused ? 'paused' : 'idle');
+    setState(paused ? 'paused' : tasks.tasks.size ? 'busy' : 'idle');
+    tasks.resend();
   },
   ping(m) { send({type: 'pong', id: m.id}); },
   async 'probe-offer'(m) { await answerProbe(m); },
@@ -147,7 +151,8 @@ async function connect() {
   socket.binaryType = 'arraybuffer';
   show(attempts ? `reconnecting (attempt ${attempts + 1})…` : 'connecting…', 'status-connecting');
   socket.onopen = async () => {
-    send({type: 'hello', id: nextId++, workerId, capabilities: await capabilities(), blobs: await store.keys()});
+    const hello = {type: 'hello', id: nextId++, workerId, capabilities: await capabilities()};
+    send({...hello, blobs: await store.keys(), tasks: tasks.held()});
   };
   socket.onmessage = event => {
     let message, payload;
@@ -164,7 +169,7 @@ async function connect() {
   };
   socket.onclose = () => {
     state.connected = false;
-    tasks.cancelAll();  // the appliance gives a reconnected worker's rank to another; stop wasting cycles
+    // Tasks run on: the next hello names them, and the appliance takes their reports or cancels them.
     $('pause').disabled = true;
     if (!mayReconnect) {
       show('disconnected', 'status-disconnected');

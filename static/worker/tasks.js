@@ -11,6 +11,7 @@ import {sha256Hex} from './sha256.js';
 const MAX_TEXT = 2000;
 const MAX_STACK = 8000;
 const MAX_MESSAGE = 1024 * 1024;       // a WebSocket message to the appliance
+const MAX_HELD = 64;                   // task ids a hello may name (tasks run on while disconnected)
 const MAX_OUTPUTS = 4096;              // output blobs the appliance accepts in one task-done
 const LOG_BATCH = 100;                 // lines per task-log
 const LOG_BATCH_BYTES = 900 * 1024;    // and bytes (bounded from above) per task-log
@@ -61,7 +62,8 @@ function peerRequestProblem(spec, m) {
 
 export class TaskRunner {
   // getStore: the tab's BlobStore (it changes when the data is cleared); send: a message to the
-  // appliance; onBusy(busy): called when the first task starts and when the last one ends;
+  // appliance, true when it went (false while the connection is away); onBusy(busy): called when
+  // the first task starts and when the last one ends;
   // onChange: called once a finished task's output blobs are in the store (optional); peers: the
   // page's Peers (static/worker/peers.js), without which tasks cannot message each other.
   constructor({getStore, send, onBusy = () => {}, onChange = () => {}, peers = null}) {
@@ -71,6 +73,9 @@ export class TaskRunner {
     this.onBusy = onBusy;
     this.onChange = onChange;
     this.tasks = new Map();    // taskId -> running task
+    // taskId -> its task-done or task-failed, finished while the connection was away: sent once
+    // the appliance is back (see held and resend), unless it cancels the task meanwhile.
+    this.unsent = new Map();
     this.putUrls = new Map();  // task-put-url id -> {task, id (the sandbox's)}
     this.nextId = 1;
   }
@@ -79,15 +84,32 @@ export class TaskRunner {
   async handle(message) {
     switch (message?.type) {
       case 'task-assign': this.start(message); return true;
-      case 'task-cancel': this.end(this.tasks.get(message.taskId)); return true;
+      case 'task-cancel':
+        this.unsent.delete(message.taskId);
+        this.end(this.tasks.get(message.taskId));
+        return true;
       case 'task-put-url-reply': this.putUrlReply(message); return true;
       default: return false;
     }
   }
 
-  // The connection is gone: the appliance reassigns these tasks, nothing can be reported.
-  cancelAll() {
-    for (const task of [...this.tasks.values()]) this.end(task);
+  // Tasks run on while the connection is away: these are the ones to name in the next hello (still
+  // running, or finished and not reported yet); the appliance cancels those it no longer wants.
+  held() {
+    return [...this.tasks.keys(), ...this.unsent.keys()].slice(0, MAX_HELD);
+  }
+
+  // The appliance is back: report what finished meanwhile.
+  resend() {
+    for (const [taskId, message] of [...this.unsent]) {
+      if (!this.send(message)) return;
+      this.unsent.delete(taskId);
+    }
+  }
+
+  // A task's last word (task-done, task-failed) is kept until it can be sent.
+  report(message) {
+    if (!this.send(message)) this.unsent.set(message.taskId, message);
   }
 
   async start(spec) {
@@ -206,7 +228,7 @@ export class TaskRunner {
       }
       this.flushLogs(task);
       this.peers?.flushBytes(task.spec.runId);
-      this.send(message);
+      this.report(message);
       this.end(task);
     }, () => {});  // a store failure has failed the task already
   }
@@ -217,7 +239,7 @@ export class TaskRunner {
     this.flushLogs(task);
     this.peers?.flushBytes(task.spec.runId);
     const failed = {type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_TEXT), stack: stack.slice(0, MAX_STACK)};
-    this.send({...failed, ...signal});
+    this.report({...failed, ...signal});
     this.end(task);
   }
 

@@ -1,7 +1,8 @@
 """The appliance killed (SIGKILL) in the middle of a word count on four Chromium workers, and started
 again on the same data dir: the worker pages reconnect by themselves, say which blobs their
-IndexedDB still holds, and the same run finishes with the right answer, keeping the tasks that
-had finished (tests/integration/test_restart_recovery.py covers the rules with simulated workers).
+IndexedDB still holds and which tasks they ran on meanwhile, and the same run finishes with the
+right answer, keeping the tasks that had finished and those the pages carried on (the rules are
+covered with simulated workers in tests/integration/test_restart_recovery.py).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def test_the_appliance_killed_mid_stage_comes_back_and_the_run_gives_the_right_a
     appliance.kill()
     appliance.start()
     done = wait_for_end(api, run_id, timeout=240)
-    assert done["state"] == "succeeded", (done, log_text(api, run_id))
+    assert done["state"] == "succeeded", (done["reason"], log_text(api, run_id)[-3000:])
     text = log_text(api, run_id)
     assert output(api, run_id) == dict(Counter(w for t in texts for w in t.split())), text
     kept = 1 if stage == "map" else 1 + PARTS  # the input function, and the maps before the reduce
@@ -71,6 +72,8 @@ def test_the_appliance_killed_mid_stage_comes_back_and_the_run_gives_the_right_a
     # The tasks cut short by the kill ran again; the finished ones did not.
     rows = appliance.query(f"SELECT stage, state, error FROM jobs_task WHERE run = {run_id} AND stage >= 0")
     index = 0 if stage == "map" else 1
-    assert sorted(s for st, s, _ in rows if st == index) == ["cancelled"] * PARTS + ["done"] * PARTS, (rows, text)
+    # The pages ran on through the kill and reported their tasks: nothing ran twice.
+    ended = sorted(s for st, s, _ in rows if st == index and s != "superseded")  # backups may race them
+    assert ended == ["done"] * PARTS, (rows, text)
     if stage == "reduce":
         assert sorted(s for st, s, _ in rows if st == 0) == ["done"] * PARTS

@@ -143,9 +143,9 @@ async def test_a_run_killed_in_its_reduce_continues_after_a_restart_with_its_map
         assert "recovered after the restart: 2 worker(s) back" in text
         # The reduce attempts cut short by the crash are in the task history, then the ones that finished.
         assert history(appliance, run_id, 1) == [
-            (0, 0, "cancelled", "the appliance restarted"),
+            (0, 0, "cancelled", "its page no longer had it"),
             (0, 1, "done", ""),
-            (1, 0, "cancelled", "the appliance restarted"),
+            (1, 0, "cancelled", "its page no longer had it"),
             (1, 1, "done", ""),
         ]
         assert [(r, a, s) for r, a, s, _ in history(appliance, run_id, 0)] == [(0, 0, "done"), (1, 0, "done")]
@@ -318,3 +318,67 @@ async def test_a_data_dir_of_the_last_release_is_upgraded_with_a_run_in_flight(t
             await back.close()
     finally:
         new.stop()
+
+
+# ---------------------------------------------------------------- tasks that outlive a disconnection
+
+
+async def test_a_page_that_kept_its_reduces_through_a_kill_reports_them_and_nothing_runs_twice(appliance):
+    fleet, api, run_id = await run_into_the_reduce(appliance, ["page-0001", "page-0002"])
+    reduces = {name: next(t["taskId"] for t in w.tasks if t["kind"] == "reduce") for name, w in fleet.workers.items()}
+    held = {name: list(w.blobs) for name, w in fleet.workers.items()}
+    appliance.kill()
+    await fleet.close()
+    appliance.start()
+    cookie, api = signed_in(appliance)
+    pages = []
+    try:
+        for name, task_id in reduces.items():
+            # The page ran on while the appliance was away: its hello names the task, then it reports it.
+            page = SimWorker(appliance.url, cookie, worker_id=name, blobs=held[name])
+            page.held = [task_id]
+            pages.append(await page.start())
+            await page.send({"type": "task-done", "taskId": task_id, "outputs": [], "emits": 1})
+        done = await api.wait(run_id, timeout=30)
+        assert done["state"] == "succeeded", done
+        assert all(page.tasks == [] for page in pages)  # nothing was assigned again
+        assert [(r, a, s) for r, a, s, _ in history(appliance, run_id, 1)] == [(0, 0, "done"), (1, 0, "done")]
+        assert "is back: stage 2 (reduce) on rank 0 of group A goes on there" in log(api, run_id)
+    finally:
+        for page in pages:
+            await page.close()
+
+
+async def test_a_worker_that_reconnects_within_the_grace_keeps_its_task_and_one_that_does_not_loses_its_rank(
+    appliance,
+):
+    cookie, api = signed_in(appliance)
+    fleet = Fleet(appliance)
+    for name in ("blip-0001", "blip-0002", "blip-0003"):
+        await fleet.connect(cookie, name)
+    try:
+        run_id = api.run(api.job(job_script(workers=2)))["id"]
+        await until(lambda: sum(k == "reduce" for w in fleet.workers.values() for k in kinds(w)) == 2)
+        ranked = [n for n, w in fleet.workers.items() if "reduce" in kinds(w)]
+        # One page's connection drops and comes back at once, still running its reduce.
+        blip = fleet.workers[ranked[0]]
+        task_id = next(t["taskId"] for t in blip.tasks if t["kind"] == "reduce")
+        await blip.close()
+        again = SimWorker(appliance.url, cookie, worker_id=blip.worker_id, blobs=blip.blobs)
+        again.held = [task_id]
+        await again.start()
+        # The other's stays away past the grace (2 s in tests): its rank goes to the spare.
+        await fleet.workers[ranked[1]].close()
+        await again.send({"type": "task-done", "taskId": task_id, "outputs": [], "emits": 1})
+        fleet.reduces.set()
+        done = await api.wait(run_id, timeout=30)
+        assert done["state"] == "succeeded", done
+        assert again.tasks == []  # its reduce was not sent again
+        text = log(api, run_id)
+        assert f"worker {ranked[1]} (rank" in text and "disconnected and did not come back" in text
+        assert "its rank waits up to 2 s for it" in text
+        spare = next(n for n in fleet.workers if n not in ranked)
+        assert "reduce" in kinds(fleet.workers[spare])
+        await again.close()
+    finally:
+        await fleet.close()
