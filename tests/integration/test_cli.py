@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from appliance import __version__
 from tests.support import query, run_cli, running_on_postgres
 
@@ -96,3 +99,14 @@ def test_bad_configuration_is_reported(tmp_path):
 def test_unknown_command_is_a_usage_error():
     result = run_cli("frobnicate")
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_output_piped_into_a_reader_that_stops_ends_without_a_traceback():
+    # As `peermr version | head -0` or `peermr fs ls | head`: the reader has gone when the command writes.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "appliance", "version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(60) == 141
+    assert stderr == ""
