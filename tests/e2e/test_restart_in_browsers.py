@@ -72,8 +72,12 @@ def test_the_appliance_killed_mid_stage_comes_back_and_the_run_gives_the_right_a
     # The tasks cut short by the kill ran again; the finished ones did not.
     rows = appliance.query(f"SELECT stage, state, error FROM jobs_task WHERE run = {run_id} AND stage >= 0")
     index = 0 if stage == "map" else 1
-    # The pages ran on through the kill and reported their tasks: nothing ran twice.
-    ended = sorted(s for st, s, _ in rows if st == index and s != "superseded")  # backups may race them
-    assert ended == ["done"] * PARTS, (rows, text)
+    # The pages ran on through the kill and reported their tasks once back. Only a report already
+    # sent as the appliance died is lost with the connection: its page no longer has the task, which
+    # runs again.
+    assert "goes on there" in text, text
+    ended = [(state, error) for st, state, error in rows if st == index and state != "superseded"]  # backups race
+    assert [state for state, _ in ended].count("done") == PARTS, (rows, text)
+    assert all(error == "its page no longer had it" for state, error in ended if state != "done"), (rows, text)
     if stage == "reduce":
         assert sorted(s for st, s, _ in rows if st == 0) == ["done"] * PARTS
