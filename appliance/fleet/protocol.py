@@ -377,6 +377,8 @@ class TaskAssign(Base, tag="task-assign"):
     staleness: int = 0
     # Bumped each time a rank of the group loses its worker: direct messages of older epochs are dropped.
     epoch: int = 0
+    # Run the next stage's reduce function on each flush's groups before they are sent (a combiner).
+    combine: bool = False
 
 
 class TaskCancel(Base, tag="task-cancel"):

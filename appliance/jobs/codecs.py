@@ -8,7 +8,10 @@ A blob is a sequence of ``(key, value)`` records in one of three content types:
   a bare field decodes as a JSON number/true/false/null, else as a string;
 - ``application/bson``: concatenated BSON documents ``{k: key, v: value}`` (bsonspec.org 1.1):
   double, string, embedded document, array, binary (decoded as ``bytes``), bool, null, int32 and
-  int64 (decoded as ``int``).
+  int64 (decoded as ``int``);
+- ``application/x-peermr-shuffle``: the shuffle format browsers write between stages (its layout
+  is described in codecs.js), gzip-compressed or not; decoded only, to records as JSON lines of
+  the same data would give them (a group's values each as a record of its key).
 
 Values are JavaScript values as Python sees them: ``None``, ``bool``, ``int``/``float``, ``str``,
 ``list`` (a tuple encodes as a list), ``dict`` with ``str`` keys, and ``bytes`` (a ``Uint8Array``).
@@ -30,21 +33,24 @@ Encoding follows the browser byte for byte, so numbers are JavaScript numbers (I
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
 import struct
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["BSON", "CONTENT_TYPES", "CSV", "JSON", "decode", "encode", "key_string", "partition_of"]
+__all__ = ["BSON", "CONTENT_TYPES", "CSV", "JSON", "SHUFFLE", "decode", "encode", "key_string", "partition_of"]
 
 JSON = "application/json"
 CSV = "text/csv"
 BSON = "application/bson"
 CONTENT_TYPES = (JSON, CSV, BSON)
+SHUFFLE = "application/x-peermr-shuffle"  # between stages only, never declared by a job
 
 _SAFE_INTEGER = 2**53
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -441,12 +447,109 @@ def _bson_decode(data: bytes) -> list[tuple[Any, Any]]:
     return records
 
 
+# --- the shuffle format -------------------------------------------------------------------------------
+
+_SHUFFLE_HEADER = struct.Struct("<4sBBH5I")
+_SHUFFLE_MAGIC = b"PMRS"
+_RECORDS, _GROUPS = 1, 2
+_NULL, _FALSE, _TRUE, _INT, _FLOAT, _STRING, _JSON = range(7)
+
+
+class _ShuffleReader:
+    def __init__(self, data: bytes):
+        if data[:2] == b"\x1f\x8b":
+            try:
+                data = gzip.decompress(data)
+            except (OSError, EOFError, zlib.error) as e:
+                raise ValueError(f"shuffle data: not valid gzip ({e})") from None
+        if len(data) < _SHUFFLE_HEADER.size:
+            raise ValueError("shuffle data: shorter than its header")
+        magic, version, self.layout, _, self.entries, tags, varints, floats, text = _SHUFFLE_HEADER.unpack_from(data)
+        if magic != _SHUFFLE_MAGIC or version != 1:
+            raise ValueError("shuffle data: not version 1 of the format")
+        if self.layout not in (_RECORDS, _GROUPS):
+            raise ValueError(f"shuffle data: unknown layout {self.layout}")
+        if _SHUFFLE_HEADER.size + tags + varints + 8 * floats + text != len(data):
+            raise ValueError("shuffle data: its sections do not add up to its size")
+        at = _SHUFFLE_HEADER.size
+        self.tags = data[at : at + tags]
+        self.varints = data[at + tags : at + tags + varints]
+        self.floats = struct.unpack_from(f"<{floats}d", data, at + tags + varints)
+        # Lengths count UTF-16 units, as JavaScript strings do.
+        self.text = _text(data[len(data) - text :], "shuffle data").encode("utf-16-le", "surrogatepass")
+        self.t = self.v = self.f = self.s = 0
+
+    def varint(self) -> int:
+        value = shift = 0
+        while shift < 35:
+            if self.v >= len(self.varints):
+                raise ValueError("shuffle data: truncated numbers")
+            byte = self.varints[self.v]
+            self.v += 1
+            value |= (byte & 127) << shift
+            if byte < 128:
+                return value
+            shift += 7
+        raise ValueError("shuffle data: a number over 35 bits")
+
+    def string(self) -> str:
+        length = 2 * self.varint()
+        if self.s + length > len(self.text):
+            raise ValueError("shuffle data: truncated text")
+        self.s += length
+        return self.text[self.s - length : self.s].decode("utf-16-le", "surrogatepass")
+
+    def value(self) -> Any:
+        if self.t >= len(self.tags):
+            raise ValueError("shuffle data: truncated values")
+        kind = self.tags[self.t]
+        self.t += 1
+        if kind == _INT:
+            z = self.varint()
+            return -(z + 1) // 2 if z % 2 else z // 2
+        if kind == _STRING:
+            return self.string()
+        if kind in (_NULL, _FALSE, _TRUE):
+            return (None, False, True)[kind]
+        if kind == _FLOAT:
+            if self.f >= len(self.floats):
+                raise ValueError("shuffle data: truncated floats")
+            self.f += 1
+            f = self.floats[self.f - 1]
+            return int(f) if f.is_integer() and abs(f) <= _SAFE_INTEGER else f  # as JSON's digits read back
+        if kind == _JSON:
+            try:
+                return _json_decoder.decode(self.string())
+            except ValueError as e:
+                raise ValueError(f"shuffle data: a value is not valid JSON ({e})") from None
+        raise ValueError(f"shuffle data: unknown value kind {kind}")
+
+    def records(self) -> list[tuple[Any, Any]]:
+        records = []
+        for _ in range(self.entries):
+            if self.layout == _RECORDS:
+                records.append((self.value(), self.value()))
+                continue
+            name = self.value()
+            if not isinstance(name, str):
+                raise ValueError("shuffle data: a group key that is not a string")
+            records.extend((name, self.value()) for _ in range(self.varint()))
+        if (self.t, self.v, self.f, self.s) != (len(self.tags), len(self.varints), len(self.floats), len(self.text)):
+            raise ValueError("shuffle data: data left over after its last entry")
+        return records
+
+
+def _shuffle_encode(records: Iterable) -> bytes:
+    raise ValueError("the shuffle format is written by browsers only")
+
+
 # --- the content types --------------------------------------------------------------------------------
 
 _FORMATS = {
     JSON: (_json_encode, _json_decode),
     CSV: (_csv_encode, _csv_decode),
     BSON: (_bson_encode, _bson_decode),
+    SHUFFLE: (_shuffle_encode, lambda data: _ShuffleReader(bytes(data)).records()),
 }
 
 

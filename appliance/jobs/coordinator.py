@@ -41,7 +41,7 @@ from appliance.fleet.registry import Fleet, Worker, copy_timeout
 from appliance.fleet.transfers import TransferTag
 from appliance.jobs import checkpoints, parameters, scheduling_policy, selection
 from appliance.jobs.copy_failures import CopyFailures
-from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, TaskEvent, stage_label
+from appliance.jobs.execution import INPUT_STAGE, SHUFFLE_TYPE, Output, RunExecution, Task, TaskEvent, stage_label
 from appliance.jobs.logs import RunLogs
 from appliance.jobs.paramserver import ParameterServer
 from appliance.jobs.peers import Mailbox, Peers
@@ -927,8 +927,9 @@ class Coordinator:
             rank=task.rank,
             worker_count=run.execution.worker_count,
             partitioning=run.execution.partitioning(stage),
-            input_content_type=run.execution.content_type(stage - 1) if stage != INPUT_STAGE else "application/json",
-            output_content_type=run.execution.content_type(stage),
+            input_content_type=run.execution.wire_type(stage - 1) if stage != INPUT_STAGE else "application/json",
+            output_content_type=run.execution.wire_type(stage),
+            combine=stage < run.execution.last_stage and run.spec.stages[stage + 1].combine,
             inputs=described,
             wasm={w.name: w.url for w in run.spec.wasm_binaries},
             storage="pmrfs" if run.storage is None else "s3",
@@ -1154,7 +1155,9 @@ class Coordinator:
             for task, outputs in self._intermediates_by_task(run):
                 if run.storage is None:
                     key = f"run-{run.run_id}/{task.group}/{stage_label(task.stage)}/part-{task.rank:05d}"
-                    await self._record(run, key, outputs, execution.content_type(task.stage), False)
+                    await self._record(
+                        run, key, outputs, execution.content_type(task.stage), False, execution.wire_type(task.stage)
+                    )
         else:
             await self._discard(run, intermediate_only=True)
         return rows
@@ -1165,12 +1168,22 @@ class Coordinator:
             by_task.setdefault(task.id, (task, []))[1].append(output)
         return list(by_task.values())
 
-    async def _record(self, run: Active, key: str, outputs: list[Output], content_type: str, pinned: bool) -> None:
+    async def _record(
+        self, run: Active, key: str, outputs: list[Output], content_type: str, pinned: bool, wire_type: str = ""
+    ) -> None:
         blobs = list(dict.fromkeys((o.location, o.size) for o in outputs))
         holders: dict[str, set[str]] = {}
         for o in outputs:
             holders.setdefault(o.location, set()).update(h for h in o.holders if self.fleet.get(h) is not None)
-        await pmrfs.record_browser_object(run.owner_id, key, blobs, holders, content_type=content_type, pinned=pinned)
+        await pmrfs.record_browser_object(
+            run.owner_id,
+            key,
+            blobs,
+            holders,
+            content_type=content_type,
+            pinned=pinned,
+            encoding="shuffle" if wire_type == SHUFFLE_TYPE else "",
+        )
 
     async def _discard(self, run: Active, *, intermediate_only: bool) -> None:
         """Delete what the run's tasks wrote (browsers drop the blobs; cloud objects are deleted)."""

@@ -26,6 +26,8 @@ from typing import Literal
 from appliance.jobs.spec import JobSpec
 
 INPUT_STAGE = -1
+# The content type task-assign names for the shuffle format.
+SHUFFLE_TYPE = "application/x-peermr-shuffle"
 # The input function's timeout (a job's stages carry their own).
 INPUT_TIMEOUT_SECONDS = 3600
 GROUP_LETTERS = string.ascii_uppercase
@@ -284,6 +286,15 @@ class RunExecution:
 
     def content_type(self, stage: int) -> str:
         return self.spec.input_content_type if stage == INPUT_STAGE else self.spec.stages[stage].content_type
+
+    def wire_type(self, stage: int) -> str:
+        """What the stage's output blobs are written in. Between stages, JSON travels in the shuffle
+        format (static/worker/codecs.js), which means the same and is smaller and faster; saved copies
+        read back as JSON lines (pmrfs/transcoding.py). Cloud buckets, which users read directly, and
+        CSV and BSON stages keep the declared type."""
+        declared = self.content_type(stage)
+        between = stage != self.last_stage and not (self.cloud and self.spec.save_intermediate_output)
+        return SHUFFLE_TYPE if between and declared == "application/json" else declared
 
     def all_tasks(self):
         for group in self.groups.values():

@@ -15,7 +15,7 @@
   'use strict';
 
   const JOB_FILE = 'job.js';
-  const STAGE_FIELDS = ['contentType', 'timeout'];
+  const STAGE_FIELDS = ['contentType', 'timeout', 'combine'];
   const EXECUTION_FIELDS = [
     'storageType',
     'workerCount',
@@ -212,6 +212,7 @@
         at: callerLocation(),
         contentType: {value: 'application/json', at: null},
         timeout: {value: 3600, at: null},
+        combine: {value: false, at: null},
       });
     }
   }
@@ -326,6 +327,7 @@
           at: addedAt,
           contentType: field(stage.contentType.value, stage.contentType.at),
           timeout: field(stage.timeout.value, stage.timeout.at),
+          combine: field(stage.combine.value, stage.combine.at),
         })),
       };
       state.started = this;

@@ -80,6 +80,8 @@ class StageSpec(msgspec.Struct, rename="camel", kw_only=True):
     source: str
     content_type: ContentType = "application/json"
     timeout: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_STAGE_TIMEOUT
+    # A reduce stage whose function also runs on each map task's output before the shuffle.
+    combine: bool = False
 
 
 class GpuRequirements(msgspec.Struct, rename="camel", kw_only=True):
@@ -316,7 +318,16 @@ def _stage(value: dict, index: int) -> StageSpec:
     timeout = _whole_number(
         value["timeout"]["value"], f"the timeout (seconds) of {label}", f"stages[{index}].timeout", 1, None
     )
-    return StageSpec(kind=value["kind"], source=value["source"], content_type=content_type, timeout=timeout)
+    combine = _boolean(value["combine"]["value"], f"combine of {label}", f"stages[{index}].combine")
+    if combine and value["kind"] != "reduce":
+        raise _Invalid(
+            f"combine is for a ReduceStage: {label} is a map "
+            "(a combiner runs the reduce function on each map task's output)",
+            f"stages[{index}].combine",
+        )
+    return StageSpec(
+        kind=value["kind"], source=value["source"], content_type=content_type, timeout=timeout, combine=combine
+    )
 
 
 def _spec_from_record(record: dict) -> JobSpec:
@@ -410,6 +421,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
                 "at": None,
                 "contentType": {"value": stage.content_type, "at": None},
                 "timeout": {"value": stage.timeout, "at": None},
+                "combine": {"value": stage.combine, "at": None},
             }
             for stage in spec.stages
         ],

@@ -102,18 +102,14 @@ async def put_object(
     description="503 when some blob of the object has no live replica.",
 )
 async def get_object(request: Request, bucket: FromPath[str], key: FromPath[str]) -> Stream:
-    info, content = await service.open_object(
+    download = await service.open_object(
         Actor.of(request.user),
         bucket,
         object_key(request, f"/api/v1/buckets/{bucket}/objects/", key),
         request.app.state.store,
         request.app.state.live_holders,
     )
-    return Stream(
-        content=content,
-        media_type=info.content_type,
-        headers={"content-type": info.content_type, "content-length": str(info.size)},
-    )
+    return Stream(content=download.content, media_type=download.info.content_type, headers=download.headers())
 
 
 @get("/api/v1/buckets/{bucket:str}/objects", opt=access(USER), tags=TAGS, summary="List objects")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import AsyncIterable, AsyncIterator
+from typing import NamedTuple
 
 import msgspec
 from piccolo.query.functions.aggregate import Count, Sum
@@ -28,6 +29,7 @@ from appliance.pmrfs.blobstore import BLOB_SIZE, BlobStore
 from appliance.pmrfs.namenode import APPLIANCE, LiveHolders, ReplicaInfo, chunks, serving
 from appliance.pmrfs.names import MAX_BUCKETS_PER_ACCOUNT, check_bucket_name, check_key, runs_bucket_name
 from appliance.pmrfs.tables import Blob, Bucket, ObjectBlob, Replica, StoredObject
+from appliance.pmrfs.transcoding import SHUFFLE_ENCODING, transcoded
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +325,7 @@ async def record_browser_object(
     *,
     content_type: str,
     pinned: bool,
+    encoding: str = "",
 ) -> None:
     """Record an object whose blobs browsers already hold (a job run's output) in the owner's runs bucket.
 
@@ -350,6 +353,7 @@ async def record_browser_object(
                 content_type=content_type,
                 created_at=t,
                 pinned=pinned,
+                encoding=encoding,
             )
         ).returning(StoredObject.id)
         object_id = inserted[0]["id"]
@@ -475,9 +479,20 @@ def _deliverable(replicas: list[ReplicaInfo], live: LiveHolders, has_file: bool)
     return live.fetch is not None and any(h != APPLIANCE for h in holders)
 
 
-async def open_object(
-    actor: Actor, bucket: str, key: str, store: BlobStore, live: LiveHolders
-) -> tuple[ObjectInfo, AsyncIterator[bytes]]:
+class Download(NamedTuple):
+    info: ObjectInfo
+    content: AsyncIterator[bytes]
+    # None when the bytes are made while they stream (a saved stage output read back in its content type).
+    length: int | None
+
+    def headers(self) -> dict[str, str]:
+        found = {"content-type": self.info.content_type}
+        if self.length is not None:
+            found["content-length"] = str(self.length)
+        return found
+
+
+async def open_object(actor: Actor, bucket: str, key: str, store: BlobStore, live: LiveHolders) -> Download:
     """The object's description and its bytes, blob after blob, each verified.
 
     Unavailable (503) when some blob has no replica that can deliver it now. A blob that turns
@@ -500,7 +515,11 @@ async def open_object(
             f"Object {bucket}/{key} is unavailable: {missing} of its {len(blobs)} blob(s) have no live replica. "
             "It becomes available again when a browser holding them reconnects."
         )
-    return _info(bucket, obj, True, len(blobs)), _stream_blobs(store, [sha for _, sha, _ in blobs], live)
+    info = _info(bucket, obj, True, len(blobs))
+    content = _stream_blobs(store, [sha for _, sha, _ in blobs], live)
+    if obj["encoding"] == SHUFFLE_ENCODING:
+        return Download(info, transcoded(content, info.content_type), None)
+    return Download(info, content, info.size)
 
 
 async def _stream_blobs(store: BlobStore, shas: list[str], live: LiveHolders) -> AsyncIterator[bytes]:

@@ -26,6 +26,9 @@ class StoredObject(Table, tablename="pmrfs_object"):
     created_at = Timestamptz()
     # Pinned objects keep their appliance copy whatever the browsers hold.
     pinned = Boolean(default=True)
+    # "shuffle": a run's saved stage output whose blobs are in the shuffle format; it is read back
+    # in its content type (transcoding.py). "": the blobs are the object's bytes.
+    encoding = Varchar(length=32, default="")
 
 
 class Blob(Table, tablename="pmrfs_blob"):

@@ -188,19 +188,15 @@ async def download(request: Request, bucket: FromPath[str], key: FromPath[str]) 
     key = object_key(request, f"{STORAGE}/download/{bucket}/", key)
     state = request.app.state
     try:
-        info, content = await service.open_object(Actor.of(request.user), bucket, key, state.store, state.live_holders)
+        download = await service.open_object(Actor.of(request.user), bucket, key, state.store, state.live_holders)
     except NotFound:
         raise  # the 404 page, as web.errors.service_error shows it
     except ServiceError as exc:
         return redirect(bucket_url(bucket), str(exc), "error")
     return Stream(
-        content=content,
-        media_type=info.content_type,
-        headers={
-            "content-type": info.content_type,
-            "content-length": str(info.size),
-            "content-disposition": _attachment(key),
-        },
+        content=download.content,
+        media_type=download.info.content_type,
+        headers={**download.headers(), "content-disposition": _attachment(key)},
     )
 
 

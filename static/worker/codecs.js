@@ -5,6 +5,7 @@
 //   text/csv          RFC 4180 rows key,value + "\r\n"; strings quoted, numbers/booleans/null bare,
 //                     anything else as its JSON text, quoted (it comes back as a string)
 //   application/bson  concatenated BSON documents {k: key, v: value} (bsonspec.org 1.1 subset)
+// and the shuffle format, between stages only (never what a user reads): see "the shuffle format".
 // A classic script (no modules): loaded by importScripts in the task sandbox, or evaluated on its
 // own (V8 without Web APIs: TextEncoder/TextDecoder have fallbacks here).
 (function () {
@@ -353,12 +354,274 @@
     return records;
   }
 
+  // --- the shuffle format --------------------------------------------------------------------------
+  //
+  // Stage outputs a user does not read travel between the tabs in a compact binary form with the
+  // meaning of JSON lines (what JSON.stringify then JSON.parse of each [key, value] gives): an
+  // output that feeds a reduce keeps each key once with all its values (GROUPS), others keep the
+  // records in order (RECORDS). Columns, so that most of the work is done by native code:
+  //   header  "PMRS" u8 version(1) u8 layout(1 records, 2 groups) u16 0,
+  //           u32 entries, tags, varint bytes, floats, text bytes (little-endian)
+  //   tags    a byte per value (and per record key): the value's kind, KIND below
+  //   varints LEB128: zigzag int32 values, string and JSON lengths (UTF-16 units), a group's key
+  //           length and value count, in reading order
+  //   floats  float64 values
+  //   text    every string, key and JSON text, concatenated, as one UTF-8 block
+  // A group is its key (a value: a string) and a varint count of values; a record is two values.
+  // Strings that are not well-formed UTF-16 go as JSON text, which escapes lone surrogates.
+  const SHUFFLE_TYPE = 'application/x-peermr-shuffle';  // task-assign's content type for it
+  const SHUFFLE_MAGIC = 0x53524d50;  // "PMRS"
+  const SHUFFLE_HEADER = 28;
+  const KIND = {null: 0, false: 1, true: 2, int: 3, float: 4, string: 5, json: 6};
+  const RECORDS = 1;
+  const GROUPS = 2;
+
+  // A value that is not a string, number, boolean or null, as its JSON text, taken at the emit.
+  class JsonText {
+    constructor(text) { this.text = text; }
+  }
+
+  // A value as JSON would keep it: a primitive, or JsonText for the rest.
+  function plain(value) {
+    switch (typeof value) {
+      case 'string': return value.isWellFormed() ? value : new JsonText(JSON.stringify(value));
+      case 'number': return Number.isFinite(value) ? value : null;
+      case 'boolean': return value;
+      case 'object': {
+        if (value === null) return null;
+        const text = JSON.stringify(value);
+        if (text === undefined) return null;
+        return text.charCodeAt(0) === 34 ? plain(JSON.parse(text)) : new JsonText(text);  // a toJSON string
+      }
+      case 'bigint': return JSON.stringify(value);  // throws as JSON lines would
+      default: return null;  // undefined, functions and symbols are null in a JSON array
+    }
+  }
+
+  // The name a reduce sees a key under (keyString of what JSON lines would give back).
+  function groupName(key) {
+    if (typeof key === 'string') return key;
+    const text = JSON.stringify(key);
+    if (text === undefined) return 'null';
+    return text.charCodeAt(0) === 34 ? JSON.parse(text) : text;
+  }
+
+  // Rough bytes of a plain value in the shuffle format: what bounds memory between flushes.
+  function plainSize(v) {
+    if (typeof v === 'string') return v.length + 2;
+    if (typeof v === 'number') return 5;
+    return v instanceof JsonText ? v.text.length + 2 : 1;
+  }
+
+  class Column {
+    constructor(bytes = 256) { this.bytes = new Uint8Array(bytes); this.length = 0; }
+    grow(n) {
+      if (this.length + n <= this.bytes.length) return;
+      const bigger = new Uint8Array(Math.max(this.bytes.length * 2, this.length + n));
+      bigger.set(this.bytes.subarray(0, this.length));
+      this.bytes = bigger;
+    }
+    u8(v) { if (this.length === this.bytes.length) this.grow(1); this.bytes[this.length++] = v; }
+    varint(v) {  // v: 0 to 2**32 - 1
+      this.grow(5);
+      while (v > 127) { this.bytes[this.length++] = (v & 127) | 128; v >>>= 7; }
+      this.bytes[this.length++] = v;
+    }
+  }
+
+  class ShuffleWriter {
+    constructor(layout) {
+      this.layout = layout;
+      this.entries = 0;
+      this.records = 0;  // values of groups, or records
+      this.tags = new Column();
+      this.varints = new Column();
+      this.floats = [];
+      this.text = [];
+    }
+    string(s) { this.varints.varint(s.length); this.text.push(s); }
+    value(v) {
+      if (typeof v === 'number') {
+        if ((v | 0) === v) {
+          this.tags.u8(KIND.int);
+          this.varints.varint(((v << 1) ^ (v >> 31)) >>> 0);
+        } else {
+          this.tags.u8(KIND.float);
+          this.floats.push(v);
+        }
+      } else if (typeof v === 'string') {
+        this.tags.u8(KIND.string);
+        this.string(v);
+      } else if (v === null) {
+        this.tags.u8(KIND.null);
+      } else if (v === true || v === false) {
+        this.tags.u8(v ? KIND.true : KIND.false);
+      } else {
+        this.tags.u8(KIND.json);
+        this.string(v.text);
+      }
+    }
+    // A record (RECORDS): key and value as plain() gives them.
+    record(key, value) { this.value(key); this.value(value); this.entries++; this.records++; }
+    // A group (GROUPS): a key name and its plain values.
+    group(name, values) {
+      this.value(plain(name));
+      this.varints.varint(values.length);
+      for (let i = 0; i < values.length; i++) this.value(values[i]);
+      this.entries++;
+      this.records += values.length;
+    }
+    finish() {
+      const text = utf8Encode(this.text.join(''));
+      const tags = this.tags.length;
+      const varints = this.varints.length;
+      const out = new Uint8Array(SHUFFLE_HEADER + tags + varints + 8 * this.floats.length + text.length);
+      const view = new DataView(out.buffer);
+      view.setUint32(0, SHUFFLE_MAGIC, true);
+      out[4] = 1;
+      out[5] = this.layout;
+      [this.entries, tags, varints, this.floats.length, text.length].forEach((n, i) => view.setUint32(8 + 4 * i, n, true));
+      let at = SHUFFLE_HEADER;
+      out.set(this.tags.bytes.subarray(0, tags), at);
+      out.set(this.varints.bytes.subarray(0, varints), at += tags);
+      at += varints;
+      for (const f of this.floats) { view.setFloat64(at, f, true); at += 8; }
+      out.set(text, at);
+      return out;
+    }
+  }
+
+  class ShuffleReader {
+    constructor(bytes) {
+      const fail = why => { throw new Error(`shuffle data: ${why}`); };
+      if (bytes.length < SHUFFLE_HEADER) fail('shorter than its header');
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      if (view.getUint32(0, true) !== SHUFFLE_MAGIC || bytes[4] !== 1) fail('not version 1 of the format');
+      this.layout = bytes[5];
+      if (this.layout !== RECORDS && this.layout !== GROUPS) fail(`unknown layout ${this.layout}`);
+      const [entries, tags, varints, floats, text] = [0, 1, 2, 3, 4].map(i => view.getUint32(8 + 4 * i, true));
+      if (SHUFFLE_HEADER + tags + varints + 8 * floats + text !== bytes.length) fail('its sections do not add up to its size');
+      this.entries = entries;
+      this.tags = bytes.subarray(SHUFFLE_HEADER, SHUFFLE_HEADER + tags);
+      this.varints = bytes.subarray(SHUFFLE_HEADER + tags, SHUFFLE_HEADER + tags + varints);
+      this.floats = new DataView(bytes.buffer, bytes.byteOffset + SHUFFLE_HEADER + tags + varints, 8 * floats);
+      this.text = decodeText(bytes.subarray(bytes.length - text), 'shuffle data');
+      this.t = this.v = this.f = this.s = 0;
+      this.fail = fail;
+    }
+    varint() {
+      let v = 0;
+      for (let shift = 0; shift < 35; shift += 7) {
+        if (this.v >= this.varints.length) this.fail('truncated numbers');
+        const b = this.varints[this.v++];
+        v += (b & 127) * 2 ** shift;
+        if (b < 128) return v;
+      }
+      return this.fail('a number over 35 bits');
+    }
+    string() {
+      const length = this.varint();
+      if (this.s + length > this.text.length) this.fail('truncated text');
+      return this.text.slice(this.s, this.s += length);
+    }
+    value() {
+      if (this.t >= this.tags.length) this.fail('truncated values');
+      switch (this.tags[this.t++]) {
+        case KIND.int: { const z = this.varint(); return z % 2 ? -(z + 1) / 2 : z / 2; }
+        case KIND.string: return this.string();
+        case KIND.null: return null;
+        case KIND.true: return true;
+        case KIND.false: return false;
+        case KIND.float:
+          if (8 * this.f >= this.floats.byteLength) this.fail('truncated floats');
+          return this.floats.getFloat64(8 * this.f++, true);
+        case KIND.json: {
+          const text = this.string();
+          try {
+            return JSON.parse(text);
+          } catch (e) {
+            return this.fail(`a value is not valid JSON (${e.message})`);
+          }
+        }
+        default: return this.fail(`unknown value kind ${this.tags[this.t - 1]}`);
+      }
+    }
+    // Calls fn(key, value) for each record, or fn(name, values) for each group.
+    each(fn) {
+      for (let i = 0; i < this.entries; i++) {
+        if (this.layout === RECORDS) {
+          fn(this.value(), this.value());
+        } else {
+          const name = this.value();
+          if (typeof name !== 'string') this.fail('a group key that is not a string');
+          const count = this.varint();
+          if (count > this.tags.length - this.t) this.fail('more values than it holds');
+          const values = new Array(count);
+          for (let j = 0; j < count; j++) values[j] = this.value();
+          fn(name, values);
+        }
+      }
+      if (this.t !== this.tags.length || this.v !== this.varints.length || this.s !== this.text.length ||
+        8 * this.f !== this.floats.byteLength) {
+        this.fail('data left over after its last entry');
+      }
+    }
+  }
+
+  // The incremental encoder of the shuffle format's RECORDS layout (the FORMATS interface).
+  function shuffleEncoder() {
+    let writer = new ShuffleWriter(RECORDS);
+    return {
+      records: 0,
+      size: 0,
+      add(key, value) {
+        const k = plain(key);
+        const v = plain(value);
+        writer.record(k, v);
+        this.records++;
+        this.size += plainSize(k) + plainSize(v);
+      },
+      finish() {
+        const bytes = writer.finish();
+        writer = new ShuffleWriter(RECORDS);
+        this.records = this.size = 0;
+        return bytes;
+      },
+    };
+  }
+
+  const shuffle = {
+    TYPE: SHUFFLE_TYPE, RECORDS, GROUPS, plain, plainSize, groupName,
+    // A plain value as job code sees it.
+    value: v => (v instanceof JsonText ? JSON.parse(v.text) : v),
+    writer: layout => new ShuffleWriter(layout),
+    // Shuffle data, gzipped or not (else JSON lines a run saved before the format existed).
+    holds: bytes => (bytes[0] === 0x1f && bytes[1] === 0x8b) ||
+      (bytes.length >= 4 && new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === SHUFFLE_MAGIC),
+    // Records ([key, value]) in order, or groups ([name, values]) in order.
+    decode(bytes) {
+      const reader = new ShuffleReader(asBytes(bytes));
+      const out = [];
+      reader.each((a, b) => out.push([a, b]));
+      return {layout: reader.layout, entries: out};
+    },
+    // Records as JSON lines would give them, whatever the layout (a group's values in order).
+    records(bytes) {
+      const {layout, entries} = shuffle.decode(bytes);
+      if (layout === RECORDS) return entries;
+      const records = [];
+      for (const [name, values] of entries) for (const value of values) records.push([name, value]);
+      return records;
+    },
+  };
+
   // --- the content types ----------------------------------------------------------------------------
 
   const FORMATS = {
     'application/json': {encoder: () => textEncoder(jsonLines), decode: jsonLines.decode},
     'text/csv': {encoder: () => textEncoder(csv), decode: csv.decode},
     'application/bson': {encoder: bsonEncoder, decode: bsonDecode},
+    [SHUFFLE_TYPE]: {encoder: shuffleEncoder, decode: bytes => shuffle.records(bytes)},
   };
 
   function format(contentType) {
@@ -385,5 +648,6 @@
     decode: (contentType, bytes) => format(contentType).decode(asBytes(bytes)),
     partitionOf,
     keyString,
+    shuffle,
   };
 })();

@@ -39,6 +39,7 @@
   if (!scope.peermrCodecs) originalImportScripts('/static/worker/codecs.js');
   if (!scope.peermrCollectives) originalImportScripts('/static/worker/collectives.js');
   const codecs = scope.peermrCodecs;
+  const shuffle = codecs.shuffle;
   const collectives = scope.peermrCollectives;
 
   const AUTO_FLUSH_BYTES = 32 * 1024 * 1024;
@@ -206,6 +207,20 @@
 
   // --- output --------------------------------------------------------------------------------------
 
+  // Called at every emit. Reading the clock costs more than keeping a record (0.2-0.3 µs in a
+  // worker), so it is read every `clockEvery` emits: a number that doubles while emits come less
+  // than a microsecond apart, up to 256, and is back to 1 when they come slower or job code awaits.
+  function emitted() {
+    if (++task.sinceClock < task.clockEvery) return;
+    task.sinceClock = 0;
+    const now = clock();
+    const fast = now - task.clockAt < task.clockEvery * 0.001;
+    task.clockAt = now;
+    task.clockEvery = fast ? Math.min(task.clockEvery * 2, 256) : 1;
+    task.loopTimer ??= later(() => { task.loopTimer = null; task.clockEvery = 1; }, 0);
+    progress();
+  }
+
   // At most every PROGRESS_MS while emits change; the last count follows once they stop.
   function progress(force) {
     if (!force && clock() - task.lastProgress < PROGRESS_MS) {
@@ -216,6 +231,24 @@
     if (!task.ended) post({type: 'progress', emits: task.emits, bytes: task.flushedBytes + task.buffered, ticks: task.ticks});
   }
 
+  // An emit of a stage that feeds a reduce in the shuffle format: kept with its key's other values
+  // until the flush (the key's partition is found then, once per key).
+  function addToGroup(key, value) {
+    const name = typeof key === 'string' ? key : shuffle.groupName(key);
+    const v = typeof value === 'number' && (value | 0) === value ? value : shuffle.plain(value);
+    const values = task.groups.get(name);
+    if (values === undefined) {
+      task.groups.set(name, [v]);
+      task.buffered += name.length + 8;
+    } else {
+      values.push(v);
+    }
+    task.buffered += typeof v === 'number' ? 5 : shuffle.plainSize(v);
+    task.emits++;
+    if (task.buffered > AUTO_FLUSH_BYTES) flush();
+    emitted();
+  }
+
   function addRecord(partition, key, value) {
     let encoder = task.encoders.get(partition);
     if (!encoder) task.encoders.set(partition, encoder = codecs.encoder(task.spec.outputContentType));
@@ -224,7 +257,7 @@
     task.buffered += encoder.size - before;
     task.emits++;
     if (task.buffered > AUTO_FLUSH_BYTES) flush();
-    progress();
+    emitted();
   }
 
   async function upload(partition, bytes) {
@@ -235,29 +268,118 @@
     return reply.key;
   }
 
+  // Shuffle pieces are compressed when that makes them smaller: gzip through the browser's own
+  // CompressionStream costs less than moving the bytes between tabs (bench/wordcount.py).
+  const COMPRESS_FROM = 4096;
+
+  async function compressed(bytes) {
+    if (bytes.byteLength < COMPRESS_FROM || typeof CompressionStream !== 'function') return bytes;
+    const stream = new Blob([bytes]).stream().pipeThrough(new CompressionStream('gzip'));
+    const packed = new Uint8Array(await new Response(stream).arrayBuffer());
+    return packed.byteLength < bytes.byteLength ? packed : bytes;
+  }
+
+  async function decompressed(bytes) {
+    if (!(bytes[0] === 0x1f && bytes[1] === 0x8b)) return bytes;
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  // The grouped emits as one shuffle piece per partition (after the combiner, if the stage has one).
+  function cutGroups(groups) {
+    const writers = new Map();
+    const partitions = task.spec.workerCount;
+    for (const [name, values] of groups) {
+      const partition = codecs.partitionOf(name, partitions);
+      let writer = writers.get(partition);
+      if (!writer) writers.set(partition, writer = shuffle.writer(shuffle.GROUPS));
+      writer.group(name, values);
+    }
+    return [...writers].map(([partition, writer]) => ({partition, records: 0, writer}));
+  }
+
+  // The stage's reduce function run on one flush's groups, as Hadoop's combiner: what it emits
+  // replaces them. It runs with its own context, whose emits are taken until it first awaits.
+  async function combine(groups) {
+    const combined = new Map();
+    const reduce = definition.stages[task.spec.stage + 1];
+    const keyToValues = {};
+    for (const [name, values] of groups) {
+      Object.defineProperty(keyToValues, name, {value: values.map(shuffle.value), enumerable: true, writable: true, configurable: true});
+    }
+    groups.clear();
+    const mapContext = scope.context;
+    let open = true;
+    scope.context = {
+      ...mapContext,
+      emit(key, value) {
+        if (!open) throw new Error('the combiner emitted after it awaited: emit before the first await');
+        const name = typeof key === 'string' ? key : shuffle.groupName(key);
+        const values = combined.get(name);
+        if (values) values.push(shuffle.plain(value));
+        else combined.set(name, [shuffle.plain(value)]);
+      },
+      flush: () => Promise.resolve(),
+      onComplete: () => Promise.resolve(),
+    };
+    let result;
+    try {
+      result = reduce(keyToValues);
+    } finally {
+      open = false;
+      scope.context = mapContext;
+    }
+    await result;
+    return combined;
+  }
+
   // One blob per non-empty partition buffer. Outputs reach the page in the order they were cut.
   function flush() {
-    const partitions = [...task.encoders.keys()].sort((a, b) => a - b);
-    for (const partition of partitions) {
+    const pieces = [];
+    for (const partition of [...task.encoders.keys()].sort((a, b) => a - b)) {
       const encoder = task.encoders.get(partition);
       task.encoders.delete(partition);
-      const records = encoder.records;
-      if (!records) continue;
-      const bytes = encoder.finish();
-      const size = bytes.byteLength;
-      task.flushedBytes += size;
-      if (task.spec.storage === 's3') {
-        const uploaded = upload(partition, bytes);
-        task.delivered = Promise.all([task.delivered, uploaded])
-          .then(([, key]) => post({type: 'output', partition, key, size, records}));
-        task.delivered.catch(fail);
-      } else {
-        const data = bytes.byteOffset === 0 && size === bytes.buffer.byteLength ? bytes.buffer : bytes.slice().buffer;
-        post({type: 'output', partition, data, records}, [data]);
-      }
+      if (encoder.records) pieces.push({partition, records: encoder.records, bytes: encoder.finish()});
+    }
+    let grouped = null;
+    if (task.groups.size) {
+      const groups = task.groups;
+      task.groups = new Map();
+      grouped = task.spec.combine ? combine(groups).then(cutGroups) : Promise.resolve(cutGroups(groups));
     }
     task.buffered = 0;
+    const packed = task.spec.outputContentType === shuffle.TYPE;
+    for (const piece of pieces) deliver(piece, packed ? compressed(piece.bytes) : piece.bytes);
+    if (grouped) {
+      // Later pieces wait in line behind these: outputs keep the order they were cut in.
+      const cut = grouped.then(found => found.sort((a, b) => a.partition - b.partition).map(piece => {
+        piece.records = piece.writer.records;
+        return {...piece, bytes: compressed(piece.writer.finish())};
+      }));
+      task.delivered = Promise.all([task.delivered, cut]).then(async ([, found]) => {
+        for (const piece of found) await send(piece, await piece.bytes);
+      });
+      task.delivered.catch(fail);
+    }
     return task.delivered;
+  }
+
+  function deliver(piece, bytes) {
+    task.delivered = Promise.all([task.delivered, bytes]).then(([, data]) => send(piece, data));
+    task.delivered.catch(fail);
+  }
+
+  // To the page (pmrfs), or into the bucket (s3).
+  async function send({partition, records}, bytes) {
+    const size = bytes.byteLength;
+    task.flushedBytes += size;
+    if (task.spec.storage === 's3') {
+      const key = await upload(partition, bytes);
+      post({type: 'output', partition, key, size, records});
+    } else {
+      const data = bytes.byteOffset === 0 && size === bytes.buffer.byteLength ? bytes.buffer : bytes.slice().buffer;
+      post({type: 'output', partition, data, records}, [data]);
+    }
   }
 
   // Flush, then report the task done once every output is delivered (onComplete, or the stage returned).
@@ -465,7 +587,8 @@
     return {
       emit(key, value) {
         if (task.completed) throw new Error('context.emit() after context.onComplete()');
-        addRecord(spec.partitioning === 'hash' ? codecs.partitionOf(key, spec.workerCount) : spec.rank, key, value);
+        if (task.grouping) addToGroup(key, value);
+        else addRecord(spec.partitioning === 'hash' ? codecs.partitionOf(key, spec.workerCount) : spec.rank, key, value);
       },
       flush: () => flush(),
       onComplete: () => finish(),
@@ -513,38 +636,57 @@
 
   // --- running a task ------------------------------------------------------------------------------
 
-  async function readInputs(inputs, contentType) {
-    const count = inputs.length;
-    const buffers = await Promise.all(inputs.map(async (input, i) => {
-      try {
-        if (input instanceof Blob) return await input.arrayBuffer();
-        if (input instanceof ArrayBuffer || ArrayBuffer.isView(input)) return input;
-        if (input && typeof input.url === 'string') {
-          const response = await originalFetch(input.url, {credentials: 'omit'});
-          if (!response.ok) throw new Error(`HTTP ${response.status}`);
-          return await response.arrayBuffer();
-        }
-        throw new Error('neither data nor a URL');
-      } catch (e) {
-        throw new Error(`could not read input ${i + 1} of ${count}: ${e.message}`);
+  // The bytes of input i (a Blob or buffer the page read from its store, or a presigned URL).
+  async function readInput(input, i, count) {
+    try {
+      if (input instanceof Blob) return await input.arrayBuffer();
+      if (input instanceof ArrayBuffer || ArrayBuffer.isView(input)) return input;
+      if (input && typeof input.url === 'string') {
+        const response = await originalFetch(input.url, {credentials: 'omit'});
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        return await response.arrayBuffer();
       }
-    }));
-    const records = [];
-    for (let i = 0; i < count; i++) {
-      let decoded;
-      try {
-        decoded = codecs.decode(contentType, buffers[i]);
-      } catch (e) {
-        throw new Error(`input ${i + 1} of ${count}: ${e.message}`);
-      }
-      buffers[i] = null;
-      for (const record of decoded) records.push(record);
+      throw new Error('neither data nor a URL');
+    } catch (e) {
+      throw new Error(`could not read input ${i + 1} of ${count}: ${e.message}`);
     }
-    return records;
+  }
+
+  // Each input decoded as soon as it is read and the ones before it are taken (in input order, the
+  // order a reduce sees values in), then dropped: record(key, value) for each record, and
+  // group(name, values) for each group of a shuffle piece that has them.
+  async function readInputs(inputs, contentType, record, group) {
+    const count = inputs.length;
+    const reads = inputs.map((input, i) => readInput(input, i, count));
+    reads.forEach(read => read.catch(() => {}));  // each is awaited in turn below
+    for (let i = 0; i < count; i++) {
+      try {
+        let bytes = await reads[i];
+        reads[i] = null;
+        bytes = bytes instanceof Uint8Array ? bytes : ArrayBuffer.isView(bytes)
+          ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
+        const legacy = contentType === shuffle.TYPE && !shuffle.holds(bytes);
+        const type = legacy ? 'application/json' : contentType;
+        if (type === shuffle.TYPE) {
+          const {layout, entries} = shuffle.decode(await decompressed(bytes));
+          for (const [a, b] of entries) {
+            if (layout === shuffle.RECORDS) record(a, b);
+            else if (group) group(a, b);
+            else for (const value of b) record(a, value);
+          }
+          continue;
+        }
+        for (const [key, value] of codecs.decode(type, bytes)) record(key, value);
+      } catch (e) {
+        throw e.message.startsWith('could not read input') ? e : new Error(`input ${i + 1} of ${count}: ${e.message}`);
+      }
+    }
   }
 
   // x of a map stage: the records, iterable with for...of and for await...of.
-  function mapInput(records) {
+  async function mapInput(inputs, contentType) {
+    const records = [];
+    await readInputs(inputs, contentType, (key, value) => records.push([key, value]));
     Object.defineProperty(records, Symbol.asyncIterator, {
       value: async function* () { for (let i = 0; i < records.length; i++) yield records[i]; },
     });
@@ -552,13 +694,21 @@
   }
 
   // keyToValues of a reduce stage: key string -> values, in upstream order.
-  function reduceInput(records) {
+  async function reduceInput(inputs, contentType) {
     const groups = {};
-    for (const [key, value] of records) {
+    const add = (name, values) => {
+      if (!hasOwn(groups, name)) {
+        Object.defineProperty(groups, name, {value: values, enumerable: true, writable: true, configurable: true});
+      } else {
+        const all = groups[name];
+        for (let i = 0; i < values.length; i++) all.push(values[i]);
+      }
+    };
+    await readInputs(inputs, contentType, (key, value) => {
       const name = codecs.keyString(key);
       if (hasOwn(groups, name)) groups[name].push(value);
-      else Object.defineProperty(groups, name, {value: [value], enumerable: true, writable: true, configurable: true});
-    }
+      else add(name, [value]);
+    }, add);
     return groups;
   }
 
@@ -588,9 +738,8 @@
     } else {
       const stage = definition.stages[spec.stage];
       if (typeof stage !== 'function') throw new Error(`this job has no stage ${spec.stage}`);
-      const records = await readInputs(inputs || [], spec.inputContentType);
-      if (spec.kind === 'map') await stage(mapInput(records));
-      else if (spec.kind === 'reduce') await stage(reduceInput(records));
+      if (spec.kind === 'map') await stage(await mapInput(inputs || [], spec.inputContentType));
+      else if (spec.kind === 'reduce') await stage(await reduceInput(inputs || [], spec.inputContentType));
       else throw new Error(`unknown task kind: ${spec.kind}`);
     }
     await finish();
@@ -600,8 +749,10 @@
     if (task) return;  // one task per sandbox
     task = {
       spec, started: clock(), emits: 0, ticks: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
+      // Output that feeds a reduce in the shuffle format is grouped by key as it is emitted.
+      grouping: spec.partitioning === 'hash' && spec.outputContentType === shuffle.TYPE, groups: new Map(),
       delivered: Promise.resolve(), completed: false, ended: false, finishing: null,
-      lastProgress: -Infinity, progressTimer: null,
+      lastProgress: -Infinity, progressTimer: null, sinceClock: 0, clockEvery: 1, clockAt: clock(), loopTimer: null,
     };
     allowedOrigins = [...new Set([scope.location.origin, ...(spec.fetchOrigins || [])])];
     task.collectives = collectives.create({

@@ -164,7 +164,7 @@ def test_spec_serialises_with_sdk_names_and_back():
     data = msgspec.json.decode(msgspec.json.encode(spec))
     assert {"storageType", "workerCount", "groupCount", "privateMode", "gpuRequirements", "wasmBinaries"} <= set(data)
     assert {"saveIntermediateOutput", "inputSource", "inputContentType", "seed", "staleness"} <= set(data)
-    assert set(data["stages"][0]) == {"kind", "source", "contentType", "timeout"}
+    assert set(data["stages"][0]) == {"kind", "source", "contentType", "timeout", "combine"}
     assert msgspec.json.decode(msgspec.json.encode(spec), type=JobSpec) == spec
 
 
@@ -338,6 +338,24 @@ def test_no_stages():
 def test_no_start():
     error = refused("const e = new JobExecution('pmrfs');\ne.addStage(new MapStage(x => x));\n")
     assert (str(error), error.line, error.column) == ("the script never calls execution.start(jobRunner)", None, None)
+
+
+def test_a_reduce_stage_can_combine_and_a_map_stage_cannot():
+    script = WORD_COUNT.replace(
+        "execution.addStage(new ReduceStage(async function reduce(keyToValues) {",
+        "const reduce = new ReduceStage(async function reduce(keyToValues) {",
+    ).replace(
+        "  await context.onComplete();\n}));\nexecution.start",
+        "  await context.onComplete();\n});\nreduce.combine = true;\nexecution.addStage(reduce);\nexecution.start",
+    )
+    assert [s.combine for s in extract_spec(WORD_COUNT).stages] == [False, False]
+    assert [s.combine for s in extract_spec(script).stages] == [False, True]
+    stages = "const m = new MapStage(async function map(x) {});\nm.combine = true;\ne.addStage(m);"
+    error = refused(job("", stages=stages))
+    assert "combine is for a ReduceStage: stage 1 (MapStage) is a map" in str(error)
+    assert error.line == 4  # where it was set
+    error = refused(job("", stages=stages.replace("true", "'yes'").replace("MapStage", "ReduceStage")))
+    assert "combine of stage 1 (ReduceStage) must be true or false (got \"yes\")" in str(error)
 
 
 def test_validate_spec():

@@ -122,7 +122,7 @@ async def test_release_waits_for_the_replication_factor_on_distinct_live_workers
     live.fetch = from_browsers
     restores = []
     live.restore = lambda missing: restores.append(namenode.restore_appliance_copies(store, missing, live))
-    _, content = await service.open_object(owner, "data", "unpinned", store, live)
+    content = (await service.open_object(owner, "data", "unpinned", store, live)).content
     assert b"".join([chunk async for chunk in content]) == data
 
     # Pinning it again brings the copies back onto the appliance's disk.
@@ -250,7 +250,7 @@ async def test_a_corrupt_file_is_missing_and_the_object_unavailable(pmrfs, caplo
     [sha] = await shas_of(owner, "c")
     store.path(sha).write_bytes(b"bad content!")
     live = LiveHolders()
-    _, content = await service.open_object(owner, "data", "c", store, live)
+    content = (await service.open_object(owner, "data", "c", store, live)).content
     with pytest.raises(Unavailable):
         [chunk async for chunk in content]
     assert "corrupt" in caplog.text
