@@ -131,7 +131,7 @@ def _js_json(value: Any) -> str:
     raise TypeError(f"cannot encode a value of type {type(value).__name__}")
 
 
-def _utf8(text: str) -> bytes:
+def utf8(text: str) -> bytes:
     """UTF-8 as TextEncoder makes it: a lone surrogate becomes U+FFFD."""
     try:
         return text.encode()
@@ -157,7 +157,7 @@ def key_string(key: Any) -> str:
 def partition_of(key: Any, partitions: int) -> int:
     """FNV-1a 32 of the key string's UTF-8 bytes, modulo the number of partitions."""
     h = 0x811C9DC5
-    for byte in _utf8(key_string(key)):
+    for byte in utf8(key_string(key)):
         h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
     return h % partitions
 
@@ -179,7 +179,7 @@ _json_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_par
 
 
 def _json_encode(records: Iterable) -> bytes:
-    return _utf8("".join(f"[{_js_json(key)},{_js_json(value)}]\n" for key, value in records))
+    return utf8("".join(f"[{_js_json(key)},{_js_json(value)}]\n" for key, value in records))
 
 
 def _json_decode(data: bytes) -> list[tuple[Any, Any]]:
@@ -212,7 +212,7 @@ def _csv_field(value: Any) -> str:
 
 
 def _csv_encode(records: Iterable) -> bytes:
-    return _utf8("".join(f"{_csv_field(key)},{_csv_field(value)}\r\n" for key, value in records))
+    return utf8("".join(f"{_csv_field(key)},{_csv_field(value)}\r\n" for key, value in records))
 
 
 def _csv_decode(data: bytes) -> list[tuple[Any, Any]]:
@@ -292,14 +292,14 @@ def _is_int32(v: Any) -> bool:
 
 
 def _write_cstring(out: bytearray, name: str) -> None:
-    data = _utf8(name)
+    data = utf8(name)
     if b"\0" in data:
         raise ValueError(f"BSON: a field name contains a NUL character: {name!r}")
     out += data + b"\0"
 
 
 def _write_string(out: bytearray, value: str, depth: int) -> None:
-    data = _utf8(value)
+    data = utf8(value)
     out += _INT32.pack(len(data) + 1) + data + b"\0"
 
 

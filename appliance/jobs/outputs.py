@@ -11,6 +11,7 @@ import msgspec
 from appliance.accounts.actor import Actor
 from appliance.cloud import service as cloud
 from appliance.errors import Unavailable
+from appliance.jobs import codecs
 from appliance.jobs.tables import Run
 
 
@@ -31,17 +32,31 @@ async def cloud_reader(actor: Actor, run_id: int, keys: cloud.CloudKeys):
     return read
 
 
+_encoder = msgspec.json.Encoder()
+
+
+def _json_line(record) -> bytes:
+    try:
+        return _encoder.encode(list(record)) + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate, which JSON escapes as the browser wrote it
+        return codecs.encode(codecs.JSON, [record])
+
+
 async def json_lines(first, records: AsyncIterator) -> AsyncIterator[bytes]:
-    encoder = msgspec.json.Encoder()
     if first is None:
         return
-    yield encoder.encode(list(first)) + b"\n"
+    yield _json_line(first)
     async for record in records:
-        yield encoder.encode(list(record)) + b"\n"
+        yield _json_line(record)
 
 
 def _cell(value) -> str:
-    return value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    if isinstance(value, str):
+        return value
+    try:
+        return _encoder.encode(value).decode()
+    except UnicodeEncodeError:
+        return codecs.key_string(value)  # JSON text with lone surrogates escaped
 
 
 async def csv_rows(first, records: AsyncIterator) -> AsyncIterator[bytes]:
@@ -54,7 +69,7 @@ async def csv_rows(first, records: AsyncIterator) -> AsyncIterator[bytes]:
         async for key, value in records:
             writer.writerow([_cell(key), _cell(value)])
             if buffer.tell() > 64 * 1024:
-                yield buffer.getvalue().encode()
+                yield codecs.utf8(buffer.getvalue())
                 buffer.seek(0)
                 buffer.truncate()
-    yield buffer.getvalue().encode()
+    yield codecs.utf8(buffer.getvalue())

@@ -355,7 +355,7 @@ def test_a_reduce_stage_can_combine_and_a_map_stage_cannot():
     assert "combine is for a ReduceStage: stage 1 (MapStage) is a map" in str(error)
     assert error.line == 4  # where it was set
     error = refused(job("", stages=stages.replace("true", "'yes'").replace("MapStage", "ReduceStage")))
-    assert "combine of stage 1 (ReduceStage) must be true or false (got \"yes\")" in str(error)
+    assert 'combine of stage 1 (ReduceStage) must be true or false (got "yes")' in str(error)
 
 
 def test_validate_spec():
