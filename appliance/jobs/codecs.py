@@ -452,7 +452,7 @@ def _bson_decode(data: bytes) -> list[tuple[Any, Any]]:
 _SHUFFLE_HEADER = struct.Struct("<4sBBH5I")
 _SHUFFLE_MAGIC = b"PMRS"
 _RECORDS, _GROUPS = 1, 2
-_NULL, _FALSE, _TRUE, _INT, _FLOAT, _STRING, _JSON = range(7)
+_NULL, _FALSE, _TRUE, _INT, _FLOAT, _STRING, _JSON, _REPEAT = range(8)
 
 
 class _ShuffleReader:
@@ -533,7 +533,19 @@ class _ShuffleReader:
             name = self.value()
             if not isinstance(name, str):
                 raise ValueError("shuffle data: a group key that is not a string")
-            records.extend((name, self.value()) for _ in range(self.varint()))
+            left = self.varint()
+            while left:
+                repeat = 1
+                if self.t < len(self.tags) and self.tags[self.t] == _REPEAT:
+                    self.t += 1
+                    repeat = self.varint()
+                    if repeat > left:
+                        raise ValueError("shuffle data: a repeat past its group's count")
+                value = self.value()
+                if repeat > 1 and isinstance(value, list | dict):
+                    raise ValueError("shuffle data: a repeated value that is not a string, number, boolean or null")
+                records.extend([(name, value)] * repeat)
+                left -= repeat
         if (self.t, self.v, self.f, self.s) != (len(self.tags), len(self.varints), len(self.floats), len(self.text)):
             raise ValueError("shuffle data: data left over after its last entry")
         return records

@@ -367,18 +367,48 @@
   //           length and value count, in reading order
   //   floats  float64 values
   //   text    every string, key and JSON text, concatenated, as one UTF-8 block
-  // A group is its key (a value: a string) and a varint count of values; a record is two values.
-  // Strings that are not well-formed UTF-16 go as JSON text, which escapes lone surrogates.
+  // A group is its key (a value: a string) and a varint count of values, among which REPEAT, a
+  // varint n and a string, number, boolean or null, stands for n of that value; a record is two
+  // values. Strings that are not well-formed UTF-16 go as JSON text, which escapes lone surrogates.
   const SHUFFLE_TYPE = 'application/x-peermr-shuffle';  // task-assign's content type for it
   const SHUFFLE_MAGIC = 0x53524d50;  // "PMRS"
   const SHUFFLE_HEADER = 28;
-  const KIND = {null: 0, false: 1, true: 2, int: 3, float: 4, string: 5, json: 6};
+  const KIND = {null: 0, false: 1, true: 2, int: 3, float: 4, string: 5, json: 6, repeat: 7};
   const RECORDS = 1;
   const GROUPS = 2;
 
   // A value that is not a string, number, boolean or null, as its JSON text, taken at the emit.
   class JsonText {
     constructor(text) { this.text = text; }
+  }
+
+  // A key's values while they are all one string, number, boolean or null (a word count's 1s): a
+  // count instead of an array, the cheapest thing to keep per emit.
+  class Same {
+    constructor(value) { this.value = value; this.count = 1; }
+  }
+
+  // The values of a group as an array (values: an array, or a Same).
+  const valuesOf = values => (Array.isArray(values) ? values : new Array(values.count).fill(values.value));
+
+  // Adds a plain value to the group `name` of groups (name -> an array or a Same); true when the
+  // group is new.
+  function addToGroup(groups, name, v) {
+    const values = groups.get(name);
+    if (values === undefined) {
+      groups.set(name, v !== null && typeof v === 'object' ? [v] : new Same(v));
+      return true;
+    }
+    if (Array.isArray(values)) {
+      values.push(v);
+    } else if (values.value === v) {
+      values.count++;
+    } else {
+      const all = valuesOf(values);
+      all.push(v);
+      groups.set(name, all);
+    }
+    return false;
   }
 
   // A value as JSON would keep it: a primitive, or JsonText for the rest.
@@ -463,13 +493,21 @@
     }
     // A record (RECORDS): key and value as plain() gives them.
     record(key, value) { this.value(key); this.value(value); this.entries++; this.records++; }
-    // A group (GROUPS): a key name and its plain values.
+    // A group (GROUPS): a key name and its plain values (an array, or a Same).
     group(name, values) {
       this.value(plain(name));
-      this.varints.varint(values.length);
-      for (let i = 0; i < values.length; i++) this.value(values[i]);
+      if (Array.isArray(values)) {
+        this.varints.varint(values.length);
+        for (let i = 0; i < values.length; i++) this.value(values[i]);
+        this.records += values.length;
+      } else {
+        this.varints.varint(values.count);
+        this.tags.u8(KIND.repeat);
+        this.varints.varint(values.count);
+        this.value(values.value);
+        this.records += values.count;
+      }
       this.entries++;
-      this.records += values.length;
     }
     finish() {
       const text = utf8Encode(this.text.join(''));
@@ -555,9 +593,20 @@
           const name = this.value();
           if (typeof name !== 'string') this.fail('a group key that is not a string');
           const count = this.varint();
-          if (count > this.tags.length - this.t) this.fail('more values than it holds');
-          const values = new Array(count);
-          for (let j = 0; j < count; j++) values[j] = this.value();
+          const values = [];
+          while (values.length < count) {
+            if (this.tags[this.t] !== KIND.repeat) {
+              values.push(this.value());
+              continue;
+            }
+            this.t++;
+            const n = this.varint();
+            if (n > count - values.length) this.fail('a repeat past its group\'s count');
+            const value = this.value();
+            if (value !== null && typeof value === 'object') this.fail('a repeated value that is not a string, number, boolean or null');
+            values.length += n;
+            values.fill(value, values.length - n);
+          }
           fn(name, values);
         }
       }
@@ -591,7 +640,7 @@
   }
 
   const shuffle = {
-    TYPE: SHUFFLE_TYPE, RECORDS, GROUPS, plain, plainSize, groupName,
+    TYPE: SHUFFLE_TYPE, RECORDS, GROUPS, plain, plainSize, groupName, Same, valuesOf, addToGroup,
     // A plain value as job code sees it.
     value: v => (v instanceof JsonText ? JSON.parse(v.text) : v),
     writer: layout => new ShuffleWriter(layout),

@@ -236,13 +236,7 @@
   function addToGroup(key, value) {
     const name = typeof key === 'string' ? key : shuffle.groupName(key);
     const v = typeof value === 'number' && (value | 0) === value ? value : shuffle.plain(value);
-    const values = task.groups.get(name);
-    if (values === undefined) {
-      task.groups.set(name, [v]);
-      task.buffered += name.length + 8;
-    } else {
-      values.push(v);
-    }
+    if (shuffle.addToGroup(task.groups, name, v)) task.buffered += name.length + 8;
     task.buffered += typeof v === 'number' ? 5 : shuffle.plainSize(v);
     task.emits++;
     if (task.buffered > AUTO_FLUSH_BYTES) flush();
@@ -305,7 +299,8 @@
     const reduce = definition.stages[task.spec.stage + 1];
     const keyToValues = {};
     for (const [name, values] of groups) {
-      Object.defineProperty(keyToValues, name, {value: values.map(shuffle.value), enumerable: true, writable: true, configurable: true});
+      const plain = shuffle.valuesOf(values).map(shuffle.value);
+      Object.defineProperty(keyToValues, name, {value: plain, enumerable: true, writable: true, configurable: true});
     }
     groups.clear();
     const mapContext = scope.context;
@@ -315,9 +310,7 @@
       emit(key, value) {
         if (!open) throw new Error('the combiner emitted after it awaited: emit before the first await');
         const name = typeof key === 'string' ? key : shuffle.groupName(key);
-        const values = combined.get(name);
-        if (values) values.push(shuffle.plain(value));
-        else combined.set(name, [shuffle.plain(value)]);
+        shuffle.addToGroup(combined, name, shuffle.plain(value));
       },
       flush: () => Promise.resolve(),
       onComplete: () => Promise.resolve(),

@@ -1,6 +1,7 @@
 // Tasks on the worker page: each task the appliance assigns runs in its own sandbox Web Worker
-// (static/worker/sandbox.js, started from the run's sandbox script); this relays between the
-// sandbox and the appliance's WebSocket (docs/protocol.md).
+// (static/worker/sandbox.js, started from the run's sandbox script, ahead of the task when the tab
+// ran one of the run's tasks before); this relays between the sandbox and the appliance's WebSocket
+// (docs/protocol.md).
 //   server -> page  task-assign, task-cancel, task-put-url-reply
 //   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
 // pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
@@ -23,6 +24,7 @@ const MAX_NAME = 200;                  // peer message tags and parameter keys
 const MAX_DIRECT = 256 * 1024 * 1024;  // a direct message (what a receiving page keeps)
 const MAX_PS_VALUE = 64 * 1024 * 1024;
 const DTYPE_BYTES = {float32: 4, float64: 8, int8: 1, int16: 2, int32: 4, uint8: 1, uint16: 2, uint32: 4};
+const SPARE_IDLE_MS = 30_000;          // a run's spare sandbox not taken by then is stopped
 const PS_UPDATES = ['add', 'max', 'min', 'mul', 'replace'];
 
 const isCount = n => Number.isSafeInteger(n) && n >= 0;
@@ -78,6 +80,35 @@ export class TaskRunner {
     this.unsent = new Map();
     this.putUrls = new Map();  // task-put-url id -> {task, id (the sandbox's)}
     this.nextId = 1;
+    // Sandbox script URL -> a Web Worker started from it ahead of the run's next task here, with what
+    // it said while it loaded (the job scripts' top level). A task takes it and another starts: each
+    // task still gets fresh globals, without waiting for a worker to start and load the scripts.
+    this.spares = new Map();
+  }
+
+  spare(script) {
+    const worker = new Worker(script);
+    const spare = {worker, said: [], failed: null, timer: null};
+    worker.onmessage = event => spare.said.push(event.data);
+    worker.onerror = event => { event.preventDefault?.(); spare.failed ??= event; };
+    worker.onmessageerror = () => { spare.failed ??= {message: 'a message from the sandbox could not be read'}; };
+    spare.timer = setTimeout(() => {
+      if (this.spares.get(script) !== spare) return;
+      this.spares.delete(script);
+      worker.terminate();
+    }, SPARE_IDLE_MS);
+    this.spares.set(script, spare);
+  }
+
+  // The run's spare sandbox, or a new one (a spare that failed to load tries again as the task's own,
+  // whose failure the task reports); a spare for the run's next task starts meanwhile.
+  sandbox(script) {
+    const spare = this.spares.get(script);
+    this.spares.delete(script);
+    if (spare) clearTimeout(spare.timer);
+    if (spare?.failed) spare.worker.terminate();
+    this.spare(script);
+    return spare && !spare.failed ? spare : {worker: new Worker(script), said: []};
   }
 
   // True when the message was a task message (handled; the task itself runs on).
@@ -136,7 +167,8 @@ export class TaskRunner {
         inputs.push(bytes);
       }
       if (task.ended) return;  // cancelled meanwhile
-      const worker = task.worker = new Worker(spec.script);
+      const {worker, said} = this.sandbox(spec.script);
+      task.worker = worker;
       worker.onmessage = event => this.fromSandbox(task, event.data);
       worker.onerror = event => {
         // The sandbox script failed to load or to run its top level (job scripts, define).
@@ -145,6 +177,7 @@ export class TaskRunner {
         this.fail(task, event.message || `the sandbox script ${spec.script} could not be loaded`, where);
       };
       worker.onmessageerror = () => this.fail(task, 'a message from the sandbox could not be read');
+      for (const message of said) this.fromSandbox(task, message);
       worker.postMessage({type: 'run', task: spec, inputs}, inputs.filter(input => input instanceof ArrayBuffer));
       this.peers?.started(task);
     } catch (e) {

@@ -54,12 +54,8 @@ def js():
           return JSON.stringify(Object.entries(groups));
         };
         var grouped = recs => {
-          const groups = new Map();
-          for (const [k, v] of recs) {
-            const name = S.groupName(k);
-            if (!groups.has(name)) groups.set(name, []);
-            groups.get(name).push(S.plain(v));
-          }
+          const groups = new Map();  // as a map task keeps its emits
+          for (const [k, v] of recs) S.addToGroup(groups, S.groupName(k), S.plain(v));
           const w = S.writer(S.GROUPS);
           for (const [name, vs] of groups) w.group(name, vs);
           return hex(w.finish());
@@ -84,6 +80,7 @@ def js():
 @settings(max_examples=150, deadline=None)
 @given(records)
 @example([("a", 1), ("b", 2.5), ("a", {"x": [1, None]}), (7, "seven"), ("7", True), (None, "")])
+@example([("a", 1), ("a", 1), ("a", 1), ("a", 2), ("b", "s"), ("b", "s"), ("c", None), ("c", None), ("c", {})])
 def test_a_reduce_gets_the_same_groups_as_through_json_lines(js, recs):
     recs = [list(r) for r in recs]
     data = js.call("grouped", recs)
@@ -159,3 +156,24 @@ def test_damaged_data_is_refused_with_what_is_wrong(js, damage, message):
         codecs.decode(SHUFFLE, bad)
     with pytest.raises(ValueError, match="not valid gzip"):
         codecs.decode(SHUFFLE, gzip.compress(good)[:-6])
+
+
+def test_a_key_whose_values_are_all_one_value_is_kept_as_a_count(js):
+    data = bytes.fromhex(
+        js.eval(
+            """
+            (() => {
+              const w = S.writer(S.GROUPS);
+              const same = new S.Same(1);
+              same.count = 100000;
+              w.group('the', same);
+              w.group('a', [2, 2, 'x']);
+              return hex(w.finish());
+            })()
+            """
+        )
+    )
+    assert len(data) < 64
+    assert codecs.decode(SHUFFLE, data) == [("the", 1)] * 100_000 + [("a", 2), ("a", 2), ("a", "x")]
+    groups = json.loads(js.call("viaShuffle", data.hex()))
+    assert groups == [["the", [1] * 100_000], ["a", [2, 2, "x"]]]
