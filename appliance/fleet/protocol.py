@@ -379,6 +379,15 @@ class TaskAssign(Base, tag="task-assign"):
     epoch: int = 0
     # Run the next stage's reduce function on each flush's groups before they are sent (a combiner).
     combine: bool = False
+    # The worker runs another task of the run after this one: it may start its sandbox ahead.
+    prepare_next: bool = False
+
+
+class TaskPrepare(Base, tag="task-prepare"):
+    """The worker holds a rank of a run that starts: it may start the run's sandbox before its first task."""
+
+    run_id: int
+    script: str
 
 
 class TaskCancel(Base, tag="task-cancel"):

@@ -599,6 +599,8 @@ class Coordinator:
         self.active[run.run_id] = run
         await Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)
         self.logs.add(run.run_id, f"started on {len(workers)} worker(s): " + ", ".join(w.worker_id for w in workers))
+        for worker in workers:  # their first tasks find the run's sandbox started
+            self._spawn(worker.send(p.TaskPrepare(run_id=run.run_id, script=run.script_url)))
 
     async def _activate(self, run_id: int, owner_id: int, spec: JobSpec) -> Active | None:
         """The in-memory state of a run that starts (or continues after a restart); None when it
@@ -930,6 +932,7 @@ class Coordinator:
             input_content_type=run.execution.wire_type(stage - 1) if stage != INPUT_STAGE else "application/json",
             output_content_type=run.execution.wire_type(stage),
             combine=stage < run.execution.last_stage and run.spec.stages[stage + 1].combine,
+            prepare_next=stage < run.execution.last_stage and not task.is_backup,
             inputs=described,
             wasm={w.name: w.url for w in run.spec.wasm_binaries},
             storage="pmrfs" if run.storage is None else "s3",

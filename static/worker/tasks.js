@@ -2,7 +2,7 @@
 // (static/worker/sandbox.js, started from the run's sandbox script, ahead of the task when the tab
 // ran one of the run's tasks before); this relays between the sandbox and the appliance's WebSocket
 // (docs/protocol.md).
-//   server -> page  task-assign, task-cancel, task-put-url-reply
+//   server -> page  task-prepare, task-assign, task-cancel, task-put-url-reply
 //   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
 // pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
 // SHA-256 before task-done names them. The sandbox's peer messages and parameter-server requests,
@@ -80,9 +80,10 @@ export class TaskRunner {
     this.unsent = new Map();
     this.putUrls = new Map();  // task-put-url id -> {task, id (the sandbox's)}
     this.nextId = 1;
-    // Sandbox script URL -> a Web Worker started from it ahead of the run's next task here, with what
-    // it said while it loaded (the job scripts' top level). A task takes it and another starts: each
-    // task still gets fresh globals, without waiting for a worker to start and load the scripts.
+    // Sandbox script URL -> a Web Worker started from it ahead of the run's next task here (when the
+    // run starts, and when a task that another follows ends), with what it said while it loaded
+    // (the job scripts' top level). Each task still gets fresh globals, without waiting for a worker
+    // to start and load the scripts.
     this.spares = new Map();
   }
 
@@ -101,13 +102,12 @@ export class TaskRunner {
   }
 
   // The run's spare sandbox, or a new one (a spare that failed to load tries again as the task's own,
-  // whose failure the task reports); a spare for the run's next task starts meanwhile.
+  // whose failure the task reports).
   sandbox(script) {
     const spare = this.spares.get(script);
     this.spares.delete(script);
     if (spare) clearTimeout(spare.timer);
     if (spare?.failed) spare.worker.terminate();
-    this.spare(script);
     return spare && !spare.failed ? spare : {worker: new Worker(script), said: []};
   }
 
@@ -120,6 +120,9 @@ export class TaskRunner {
         this.end(this.tasks.get(message.taskId));
         return true;
       case 'task-put-url-reply': this.putUrlReply(message); return true;
+      case 'task-prepare':
+        if (typeof message.script === 'string' && !this.spares.has(message.script)) this.spare(message.script);
+        return true;
       default: return false;
     }
   }
@@ -276,11 +279,13 @@ export class TaskRunner {
     this.end(task);
   }
 
-  // The task is over (done, failed or cancelled): its Web Worker goes with it.
+  // The task is over (done, failed or cancelled): its Web Worker goes with it. When another task of
+  // the run follows here, its sandbox starts now (not while this one runs, which it would slow).
   end(task) {
     if (!task || task.ended) return;
     task.ended = true;
     task.worker?.terminate();
+    if (task.spec.prepareNext === true && !this.spares.has(task.spec.script)) this.spare(task.spec.script);
     clearTimeout(task.logTimer);
     clearTimeout(task.progressTimer);
     for (const [id, pending] of this.putUrls) if (pending.task === task) this.putUrls.delete(id);
