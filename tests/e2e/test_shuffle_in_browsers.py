@@ -143,6 +143,31 @@ def test_the_combiner_gives_the_same_counts_with_a_record_per_word(api, workers,
     assert sum(n for _, n in lines) == sum(counts.values())
 
 
+GLOBALS = """
+const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 1;
+execution.setInputFn(async function input() { return ['a']; });
+execution.addStage(new MapStage(async function map(x) {
+  self.leftOver = 'from the map';
+  for (const [i, v] of x) context.emit(v, typeof leftOver);
+  await context.onComplete();
+}));
+execution.addStage(new ReduceStage(async function reduce(keyToValues) {
+  for (const key in keyToValues) context.emit(key, [keyToValues[key][0], typeof self.leftOver]);
+  await context.onComplete();
+}));
+execution.start(jobRunner);
+"""
+
+
+def test_each_task_gets_fresh_globals_though_its_sandbox_started_ahead(api, workers):
+    """One rank: the reduce runs in the tab that ran the map, in a sandbox started when the map ended."""
+    run_id = save_and_run(api, "fresh-globals", GLOBALS)
+    run = wait(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-2000:]
+    assert output(api, run_id) == [["a", ["string", "undefined"]]]
+
+
 CORRUPT = """
 async ([sha]) => {
   const db = await new Promise((resolve, reject) => {
