@@ -266,20 +266,21 @@
   // CompressionStream costs less than moving the bytes between tabs (bench/wordcount.py).
   const COMPRESS_FROM = 4096;
 
+  async function through(bytes, transform) {
+    return new Uint8Array(await new Response(new Blob([bytes]).stream().pipeThrough(transform)).arrayBuffer());
+  }
+
   async function compressed(bytes) {
     if (bytes.byteLength < COMPRESS_FROM || typeof CompressionStream !== 'function') return bytes;
-    const stream = new Blob([bytes]).stream().pipeThrough(new CompressionStream('gzip'));
-    const packed = new Uint8Array(await new Response(stream).arrayBuffer());
+    const packed = await through(bytes, new CompressionStream('gzip'));
     return packed.byteLength < bytes.byteLength ? packed : bytes;
   }
 
-  async function decompressed(bytes) {
-    if (!(bytes[0] === 0x1f && bytes[1] === 0x8b)) return bytes;
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
-    return new Uint8Array(await new Response(stream).arrayBuffer());
+  function decompressed(bytes) {
+    return bytes[0] === 0x1f && bytes[1] === 0x8b ? through(bytes, new DecompressionStream('gzip')) : bytes;
   }
 
-  // The grouped emits as one shuffle piece per partition (after the combiner, if the stage has one).
+  // The grouped emits as one shuffle piece per partition, in partition order.
   function cutGroups(groups) {
     const writers = new Map();
     const partitions = task.spec.workerCount;
@@ -289,7 +290,8 @@
       if (!writer) writers.set(partition, writer = shuffle.writer(shuffle.GROUPS));
       writer.group(name, values);
     }
-    return [...writers].map(([partition, writer]) => ({partition, records: 0, writer}));
+    return [...writers].sort(([a], [b]) => a - b)
+      .map(([partition, writer]) => ({partition, records: writer.records, bytes: writer.finish()}));
   }
 
   // The stage's reduce function run on one flush's groups, as Hadoop's combiner: what it emits
@@ -309,8 +311,7 @@
       ...mapContext,
       emit(key, value) {
         if (!open) throw new Error('the combiner emitted after it awaited: emit before the first await');
-        const name = typeof key === 'string' ? key : shuffle.groupName(key);
-        shuffle.addToGroup(combined, name, shuffle.plain(value));
+        shuffle.addToGroup(combined, shuffle.groupName(key), shuffle.plain(value));
       },
       flush: () => Promise.resolve(),
       onComplete: () => Promise.resolve(),
@@ -344,13 +345,9 @@
     const packed = task.spec.outputContentType === shuffle.TYPE;
     for (const piece of pieces) deliver(piece, packed ? compressed(piece.bytes) : piece.bytes);
     if (grouped) {
-      // Later pieces wait in line behind these: outputs keep the order they were cut in.
-      const cut = grouped.then(found => found.sort((a, b) => a.partition - b.partition).map(piece => {
-        piece.records = piece.writer.records;
-        return {...piece, bytes: compressed(piece.writer.finish())};
-      }));
-      task.delivered = Promise.all([task.delivered, cut]).then(async ([, found]) => {
-        for (const piece of found) await send(piece, await piece.bytes);
+      // One link of the chain for them all: pieces cut later wait behind these, whatever the combiner takes.
+      task.delivered = Promise.all([task.delivered, grouped]).then(async ([, found]) => {
+        for (const piece of found) await send(piece, await compressed(piece.bytes));
       });
       task.delivered.catch(fail);
     }
