@@ -71,12 +71,23 @@ async def _row_or_redirect(request: Request, account: users.Account, message: st
     return redirect("/ui/admin/accounts", message)
 
 
+async def _refused(request: Request, user_id: int, exc: ServiceError) -> Response:
+    """A refused change: htmx gets the account's row as it is (its target) with the message out of
+    band, so the row stays; a plain post goes back to the list with the message."""
+    account = await users.get(user_id)
+    if not is_htmx(request) or account is None:
+        return refusal(request, exc, "/ui/admin/accounts")
+    return page(
+        request, "accounts/admin/_account_row.html", account=account, roles=ROLES, oob_flashes=[("error", str(exc))]
+    )
+
+
 @post("/ui/admin/accounts/{user_id:int}/role", opt=access(ADMIN), include_in_schema=False)
 async def change_role(request: Request, user_id: FromPath[int], data: Form[RoleForm]) -> Response:
     try:
         account = await users.set_role(user_id, data.role)
     except ServiceError as exc:
-        return refusal(request, exc, "/ui/admin/accounts")
+        return await _refused(request, user_id, exc)
     return await _row_or_redirect(request, account, f"{account.email} is now {account.role}.")
 
 
@@ -85,7 +96,7 @@ async def change_active(request: Request, user_id: FromPath[int], data: Form[Act
     try:
         account = await users.set_active(user_id, data.active == "true")
     except ServiceError as exc:
-        return refusal(request, exc, "/ui/admin/accounts")
+        return await _refused(request, user_id, exc)
     state = "enabled" if account.active else "disabled and signed out"
     return await _row_or_redirect(request, account, f"{account.email} is {state}.")
 
@@ -95,7 +106,7 @@ async def reset_password(request: Request, user_id: FromPath[int]) -> Response:
     try:
         account, password = await users.reset_password(user_id)
     except ServiceError as exc:
-        return refusal(request, exc, "/ui/admin/accounts")
+        return await _refused(request, user_id, exc)
     return await _row_or_redirect(request, account, "", password=password)
 
 

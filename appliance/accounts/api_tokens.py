@@ -9,7 +9,8 @@ import msgspec
 from appliance.accounts import credentials
 from appliance.accounts.sessions import Principal
 from appliance.accounts.tables import ApiToken
-from appliance.accounts.users import AccountError
+from appliance.accounts.users import AccountError, email_of
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.errors import NotFound
 
@@ -47,7 +48,13 @@ async def create(user_id: int, name: str) -> tuple[TokenInfo, str]:
             created_at=now(),
         )
     ).returning(*_FIELDS)
-    return TokenInfo(**rows[0]), token
+    info = TokenInfo(**rows[0])
+    await audit.note("token.created", await _described(user_id, info), None, {"name": info.name, "prefix": info.prefix})
+    return info, token
+
+
+async def _described(user_id: int, info: TokenInfo) -> str:
+    return f"token #{info.id} of {await email_of(user_id) or f'account {user_id}'}"
 
 
 async def list_for(user_id: int) -> list[TokenInfo]:
@@ -59,13 +66,18 @@ async def list_for(user_id: int) -> list[TokenInfo]:
 
 async def revoke(user_id: int, token_id: int) -> TokenInfo:
     """Revoke one of the user's own tokens (idempotent)."""
-    await ApiToken.update({ApiToken.revoked_at: now()}).where(
-        (ApiToken.id == token_id) & (ApiToken.user == user_id) & ApiToken.revoked_at.is_null()
+    revoked = (
+        await ApiToken.update({ApiToken.revoked_at: now()})
+        .where((ApiToken.id == token_id) & (ApiToken.user == user_id) & ApiToken.revoked_at.is_null())
+        .returning(ApiToken.id)
     )
     row = await ApiToken.select(*_FIELDS).where((ApiToken.id == token_id) & (ApiToken.user == user_id)).first()
     if row is None:
         raise NotFound("No such token.")
-    return TokenInfo(**row)
+    info = TokenInfo(**row)
+    if revoked:
+        await audit.note("token.revoked", await _described(user_id, info), {"revoked": False}, {"revoked": True})
+    return info
 
 
 async def resolve(token: str) -> Principal | None:

@@ -18,7 +18,7 @@ from litestar.response import Redirect, Response, Template
 
 from appliance.accounts import api_tokens, credentials, enrolment, sessions
 from appliance.accounts.auth import PUBLIC, WORKER_COOKIE, access, client_address
-from appliance.accounts.login_routes import session_cookie
+from appliance.accounts.signin import session_cookie
 from appliance.config import Settings
 from appliance.web.rendering import page
 

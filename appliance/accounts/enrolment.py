@@ -9,6 +9,7 @@ import msgspec
 from appliance.accounts import credentials
 from appliance.accounts.tables import EnrolmentLink, User
 from appliance.accounts.users import AccountError
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.errors import Gone, NotFound
 
@@ -81,7 +82,14 @@ async def create(
             uses=0,
         )
     ).returning(EnrolmentLink.id)
-    return await get(rows[0]["id"]), token
+    link = await get(rows[0]["id"])
+    await audit.note(
+        "enrolment.created",
+        f"link #{link.id} for {link.account_email}",
+        None,
+        {"label": link.label, "expires_at": link.expires_at, "max_uses": max_uses},
+    )
+    return link, token
 
 
 async def get(link_id: int) -> LinkInfo:
@@ -97,10 +105,17 @@ async def list_all() -> list[LinkInfo]:
 
 
 async def revoke(link_id: int) -> LinkInfo:
-    await EnrolmentLink.update({EnrolmentLink.revoked_at: now()}).where(
-        (EnrolmentLink.id == link_id) & EnrolmentLink.revoked_at.is_null()
+    revoked = (
+        await EnrolmentLink.update({EnrolmentLink.revoked_at: now()})
+        .where((EnrolmentLink.id == link_id) & EnrolmentLink.revoked_at.is_null())
+        .returning(EnrolmentLink.id)
     )
-    return await get(link_id)
+    link = await get(link_id)
+    if revoked:
+        await audit.note(
+            "enrolment.revoked", f"link #{link.id} for {link.account_email}", {"revoked": False}, {"revoked": True}
+        )
+    return link
 
 
 async def peek(token: str) -> LinkInfo:
@@ -128,4 +143,8 @@ async def redeem(token: str) -> LinkInfo:
     )
     if not updated:
         raise EnrolmentRefused("This enrolment link has just been used up. Ask your administrator for a new one.")
-    return await get(link.id)
+    used = await get(link.id)
+    await audit.note(
+        "enrolment.used", f"link #{link.id} for {link.account_email}", {"uses": link.uses}, {"uses": used.uses}
+    )
+    return used

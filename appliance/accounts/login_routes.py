@@ -1,15 +1,17 @@
-"""Signing in and out, and changing one's password."""
+"""Signing in and out (with a password, or through the identity provider), and changing one's password."""
 
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import quote
 
 from litestar import Request, get, post
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
+from litestar.exceptions import NotFoundException
 from litestar.response import Redirect, Response, Template
 
-from appliance.accounts import sessions, throttle, users
+from appliance.accounts import sessions, signin, sso, throttle, users
 from appliance.accounts.auth import PUBLIC, SESSION_COOKIE, USER, access, client_address
 from appliance.accounts.forms import Form, LoginForm, PasswordForm, safe_next
 from appliance.config import Settings
@@ -17,13 +19,37 @@ from appliance.errors import ServiceError
 from appliance.web.rendering import page, redirect
 
 GENERIC_FAILURE = "That email and password do not match an active account."
+# Carries the pending single sign-on (state, nonce, PKCE verifier) from /login/sso to the callback.
+SSO_COOKIE = "peermr_sso"
+
+
+def login_form(
+    request: Request,
+    settings: Settings,
+    *,
+    next: str = "",
+    email: str = "",
+    error: str | None = None,
+    status: int = 200,
+) -> Template:
+    return page(
+        request,
+        "accounts/login.html",
+        status_code=status,
+        next=next,
+        email=email,
+        error=error,
+        sso_name=settings.sso_name if settings.sso_issuer else None,
+        sso_url="/login/sso" + (f"?next={quote(next, safe='')}" if next else ""),
+        password_login=settings.password_login,
+    )
 
 
 @get("/login", opt=access(PUBLIC), include_in_schema=False)
-async def login_page(request: Request, next: str = "") -> Template | Redirect:
+async def login_page(request: Request, settings: NamedDependency[Settings], next: str = "") -> Template | Redirect:
     if request.user is not None and request.user.via == sessions.DASHBOARD:
         return Redirect(path=safe_next(next), status_code=303)
-    return page(request, "accounts/login.html", next=safe_next(next) if next else "", email="", error=None)
+    return login_form(request, settings, next=safe_next(next) if next else "")
 
 
 @post("/login", opt=access(PUBLIC), include_in_schema=False)
@@ -32,8 +58,11 @@ async def login(request: Request, data: Form[LoginForm], settings: NamedDependen
     client = client_address(request)
 
     def refuse(message: str, status: int) -> Template:
-        return page(request, "accounts/login.html", status_code=status, next=data.next, email=email, error=message)
+        signin.refused(request, email, signin.PASSWORD, message)
+        return login_form(request, settings, next=data.next, email=email, error=message, status=status)
 
+    if not settings.password_login and email != sso.break_glass_email(settings):
+        return refuse(f"Password sign-in is turned off here: sign in with {settings.sso_name}.", 403)
     try:
         await throttle.check(
             email, client, settings.login_max_failures, dt.timedelta(minutes=settings.login_window_minutes)
@@ -45,29 +74,57 @@ async def login(request: Request, data: Form[LoginForm], settings: NamedDependen
         await throttle.record_failure(email, client)
         return refuse(GENERIC_FAILURE, 400)
     await throttle.clear(email)
-    key = await sessions.start(
-        account.id,
-        sessions.DASHBOARD,
-        dt.timedelta(hours=settings.session_hours),
-        user_agent=request.headers.get("user-agent", ""),
-        client=client,
+    return await signin.signed_in(request, account, signin.PASSWORD, settings, data.next)
+
+
+def _oidc(request: Request) -> sso.OidcClient:
+    client = request.app.state.sso
+    if client is None:
+        raise NotFoundException("Single sign-on is not configured here.")
+    return client
+
+
+@get("/login/sso", opt=access(PUBLIC), include_in_schema=False)
+async def sso_start(request: Request, settings: NamedDependency[Settings], next: str = "") -> Response:
+    """Send the browser to the identity provider, remembering (in a signed cookie) how to come back."""
+    next_path = safe_next(next) if next else ""
+    try:
+        url, pending = await _oidc(request).begin(next_path)
+    except sso.ProviderError as exc:
+        signin.refused(request, "", signin.SSO, str(exc))
+        return login_form(request, settings, next=next_path, error=str(exc), status=exc.status)
+    response = Redirect(path=url, status_code=303)
+    response.cookies.append(
+        Cookie(
+            key=SSO_COOKIE,
+            value=pending,
+            path=sso.CALLBACK_PATH,
+            httponly=True,
+            # Lax: the provider's redirect back is a top-level GET navigation, which carries it.
+            samesite="lax",
+            secure=settings.secure_cookies,
+            max_age=sso.PENDING_SECONDS,
+        )
     )
-    target = "/ui/account/password" if account.must_change_password else safe_next(data.next)
-    response = Redirect(path=target, status_code=303)
-    response.cookies.append(session_cookie(key, settings))
     return response
 
 
-def session_cookie(key: str, settings: Settings, name: str = SESSION_COOKIE) -> Cookie:
-    return Cookie(
-        key=name,
-        value=key,
-        path="/",
-        httponly=True,
-        samesite="lax",
-        secure=settings.secure_cookies,
-        max_age=int(sessions.MAX_AGE.total_seconds()),
-    )
+@get(sso.CALLBACK_PATH, opt=access(PUBLIC), include_in_schema=False)
+async def sso_callback(request: Request, settings: NamedDependency[Settings]) -> Response:
+    oidc = _oidc(request)
+    params = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
+    email, next_path = "", ""
+    try:
+        identity, pending = await oidc.finish(params, request.cookies.get(SSO_COOKIE))
+        email, next_path = identity.email, pending.next
+        account = await users.account_from_provider(identity.email, identity.role, identity.new_account_role)
+    except ServiceError as exc:
+        signin.refused(request, getattr(exc, "email", "") or email, signin.SSO, str(exc))
+        response = login_form(request, settings, next=next_path, error=str(exc), status=exc.status)
+    else:
+        response = await signin.signed_in(request, account, signin.SSO, settings, next_path)
+    response.cookies.append(Cookie(key=SSO_COOKIE, value="", path=sso.CALLBACK_PATH, max_age=0, httponly=True))
+    return response
 
 
 @post("/logout", opt=access(USER, during_password_change=True), include_in_schema=False)
@@ -103,4 +160,4 @@ async def change_password(request: Request, data: Form[PasswordForm]) -> Respons
     return redirect("/ui", "Your password is changed. Your other sessions were signed out.")
 
 
-ROUTES = [login_page, login, logout, password_page, change_password]
+ROUTES = [login_page, login, sso_start, sso_callback, logout, password_page, change_password]

@@ -8,6 +8,7 @@ import msgspec
 
 from appliance.accounts import credentials
 from appliance.accounts.tables import Session
+from appliance.audit import service as audit
 from appliance.clock import now
 
 # Sessions are slid forward at most this often, to spare a write per request.
@@ -91,4 +92,7 @@ async def resolve(key: str, kind: str, idle: dt.timedelta) -> Principal | None:
 
 
 async def end(key: str) -> None:
-    await Session.delete().where(Session.key_hash == credentials.token_hash(key))
+    """Sign out: the session is gone."""
+    ended = await Session.delete().where(Session.key_hash == credentials.token_hash(key)).returning(Session.kind)
+    if ended:
+        await audit.note("sign-out", ended[0]["kind"] + " session")

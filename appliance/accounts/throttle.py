@@ -11,6 +11,7 @@ import datetime as dt
 import math
 
 from appliance.accounts.tables import LoginFailure
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.errors import TooManyRequests
 
@@ -41,6 +42,7 @@ async def check(email: str, client: str, max_failures: int, window: dt.timedelta
             .limit(limit)
         )
         if len(rows) >= limit:
+            await audit.record(email, "sign-in.throttled", email, None, {"by": column._meta.name})
             # Free again when the oldest of the last `limit` failures leaves the window.
             raise Throttled(rows[-1]["at"] + window - now())
 

@@ -12,6 +12,7 @@ from piccolo.query.functions.aggregate import Count
 from appliance.accounts import credentials
 from appliance.accounts.passwords import check_strength, hash_password, verify_password
 from appliance.accounts.tables import Role, Session, User
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.errors import InvalidRequest, NotFound
 
@@ -92,6 +93,7 @@ async def create_user(email: str, role: str, password: str | None = None) -> tup
         )
     account = await get_by_email(email)
     assert account is not None
+    await audit.note("account.created", email, None, {"role": role, "generated_password": generated is not None})
     return account, generated
 
 
@@ -146,6 +148,7 @@ async def set_role(user_id: int, role: str) -> Account:
         if account.is_admin and role != Role.admin.value:
             await _ensure_other_admin_remains(user_id)
         await User.update({User.role: role}).where(User.id == user_id)
+    await audit.note("account.role", account.email, {"role": account.role}, {"role": role})
     return await _require(user_id)
 
 
@@ -158,17 +161,19 @@ async def set_active(user_id: int, active: bool) -> Account:
         if not active:
             # A disabled account is signed out everywhere at once.
             await Session.delete().where(Session.user == user_id)
+    await audit.note("account.active", account.email, {"active": account.active}, {"active": active})
     return await _require(user_id)
 
 
 async def reset_password(user_id: int) -> tuple[Account, str]:
     """Give the user a new generated password they must change; ends their sessions."""
-    await _require(user_id)
+    account = await _require(user_id)
     password = credentials.new_password()
     pw_hash = await hash_password(password)
     async with User._meta.db.transaction():
         await User.update({User.password_hash: pw_hash, User.must_change_password: True}).where(User.id == user_id)
         await Session.delete().where(Session.user == user_id)
+    await audit.note("account.password_reset", account.email)
     return await _require(user_id), password
 
 
@@ -187,6 +192,7 @@ async def change_password(user_id: int, current: str, new: str, keep_session_has
         if keep_session_hash:
             others = others.where(Session.key_hash != keep_session_hash)
         await others
+    await audit.note("account.password_changed", await email_of(user_id) or f"account {user_id}")
 
 
 async def check_credentials(email: str, password: str) -> Account | None:
@@ -194,9 +200,54 @@ async def check_credentials(email: str, password: str) -> Account | None:
     row = await User.select(*_FIELDS, User.password_hash).where(User.email == email.strip().lower()).first()
     ok = await verify_password(row["password_hash"] if row else None, password)
     if not ok or not row or not row["active"]:
+        await audit.record(email, "sign-in.failed", email, None, {"reason": "inactive" if ok and row else "wrong"})
         return None
     await User.update({User.last_login_at: now()}).where(User.id == row["id"])
+    await audit.record(row["email"], "sign-in", row["email"], None, {"method": "password"})
     return _account(row)
+
+
+async def account_from_provider(email: str, role: str | None, new_account_role: str) -> Account:
+    """The account of someone the identity provider vouched for.
+
+    Created at first sign-in with ``new_account_role`` (and a random password nobody knows: such
+    accounts sign in through the provider); an existing one takes ``role`` when the provider's groups
+    give one, except that the last active admin is never demoted this way. A disabled account, or
+    none when ``new_account_role`` is empty, is refused.
+    """
+    email = normalise_email(email)
+    account = await get_by_email(email)
+    if account is None:
+        if not new_account_role:
+            raise AccountError(f"There is no account for {email} here; ask an administrator to create one.")
+        await User.insert(
+            User(
+                email=email,
+                role=check_role(new_account_role),
+                active=True,
+                password_hash=await hash_password(credentials.new_password()),
+                must_change_password=False,
+                created_at=now(),
+            )
+        ).on_conflict(target=User.email, action="DO NOTHING")
+        account = await get_by_email(email)
+        assert account is not None
+    if not account.active:
+        raise AccountError(f"The account {email} is disabled.")
+    if role and role != account.role:
+        try:
+            account = await set_role(account.id, role)
+        except AccountError:
+            pass  # the last admin keeps the role; another admin changes it by hand
+    changes = {User.last_login_at: now()}
+    if account.must_change_password:
+        # A one-time password handed out before: the provider proved who this is, so the password
+        # is not needed and is voided rather than left working.
+        changes.update(
+            {User.password_hash: await hash_password(credentials.new_password()), User.must_change_password: False}
+        )
+    await User.update(changes).where(User.id == account.id)
+    return await _require(account.id)
 
 
 async def _require(user_id: int) -> Account:

@@ -1,0 +1,59 @@
+"""Where every sign-in ends: with a password or through the identity provider, admitted or refused.
+
+``signed_in`` starts the dashboard session and ``refused`` records a failed attempt, so whatever
+must follow each sign-in (the log line today) is written once, for every way of signing in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from litestar import Request
+from litestar.datastructures import Cookie
+from litestar.response import Redirect
+
+from appliance.accounts import sessions
+from appliance.accounts.auth import SESSION_COOKIE, client_address
+from appliance.accounts.forms import safe_next
+from appliance.accounts.users import Account
+from appliance.config import Settings
+
+log = logging.getLogger(__name__)
+
+PASSWORD = "password"
+SSO = "sso"
+
+
+def session_cookie(key: str, settings: Settings, name: str = SESSION_COOKIE) -> Cookie:
+    return Cookie(
+        key=name,
+        value=key,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=settings.secure_cookies,
+        max_age=int(sessions.MAX_AGE.total_seconds()),
+    )
+
+
+async def signed_in(request: Request, account: Account, method: str, settings: Settings, next_path: str) -> Redirect:
+    """Start ``account``'s dashboard session and send the browser on to ``next_path``."""
+    client = client_address(request)
+    key = await sessions.start(
+        account.id,
+        sessions.DASHBOARD,
+        dt.timedelta(hours=settings.session_hours),
+        user_agent=request.headers.get("user-agent", ""),
+        client=client,
+    )
+    log.info("sign-in: %s (%s) from %s", account.email, method, client)
+    target = "/ui/account/password" if account.must_change_password else safe_next(next_path)
+    response = Redirect(path=target, status_code=303)
+    response.cookies.append(session_cookie(key, settings))
+    return response
+
+
+def refused(request: Request, email: str, method: str, reason: str) -> None:
+    """A failed sign-in: ``email`` as typed or as the provider sent it (empty when unknown)."""
+    log.info("refused sign-in: %s (%s) from %s: %s", email or "-", method, client_address(request), reason)
