@@ -1,5 +1,6 @@
 // Word count: how often each word appears in a set of text files.
 //
+// It runs as it is: the four small files it counts come with the appliance (/static/examples/).
 // To run it on your data, change the URLs the input function returns. They must be on the
 // appliance (e.g. PMRFS) or on an origin an admin allowed in Admin -> Settings (or
 // PEERMR_FETCH_ORIGINS), and that server must answer cross-origin GETs (CORS).
@@ -8,10 +9,10 @@ execution.workerCount = 4;
 
 execution.setInputFn(async function input() {
   return [
-    'https://data.example.com/corpus/part-0.txt',
-    'https://data.example.com/corpus/part-1.txt',
-    'https://data.example.com/corpus/part-2.txt',
-    'https://data.example.com/corpus/part-3.txt',
+    '/static/examples/corpus/part-0.txt',
+    '/static/examples/corpus/part-1.txt',
+    '/static/examples/corpus/part-2.txt',
+    '/static/examples/corpus/part-3.txt',
   ];
 });
 
