@@ -149,6 +149,11 @@ class Session:
                 self.worker.rtt_ms = (time.monotonic() - sent) * 1000
         elif isinstance(message, p.Visibility):
             self.worker.capabilities.visibility = message.state
+        elif isinstance(message, p.Stored):
+            self.worker.stored_blobs, self.worker.stored_bytes = message.blobs, message.bytes
+        elif isinstance(message, p.Conditions):
+            caps = self.worker.capabilities
+            caps.capacity, caps.power, caps.pressure = message.capacity, message.power, message.pressure
         elif isinstance(message, p.ProbeAnswer):
             waiter = self.answers.pop(message.reply_to, None)
             if waiter and not waiter.done():
@@ -165,11 +170,14 @@ class Session:
         elif isinstance(message, p.TransferBytes):
             self.fleet.transfers.report(message.transfer_id, self.worker.worker_id, message.bytes)
         elif isinstance(message, p.TASK_MESSAGES):
+            if isinstance(message, p.TaskDone):
+                self.worker.tasks_done += 1
             await self.fleet.events.publish(TaskMessage(self.worker, message))
         elif isinstance(message, p.BlobsDropped):
             await self.fleet.events.publish(BlobsDropped(self.worker, message.sha256))
         elif isinstance(message, p.Pause | p.Resume):
             self.worker.paused = isinstance(message, p.Pause)
+            self.worker.pause_reason = message.reason if isinstance(message, p.Pause) else ""
             await self.send(p.State(state=self.worker.state, reply_to=message.id))
 
     async def relay_signal(self, message: p.Signal) -> None:

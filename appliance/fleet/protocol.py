@@ -26,10 +26,36 @@ class Base(msgspec.Struct, tag_field="type", rename="camel", forbid_unknown_fiel
 # ---------------------------------------------------------------- worker to server
 
 
+# Software WebGPU implementations, as adapters name their architecture, vendor or description.
+SOFTWARE_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "microsoft basic render")
+
+
 class Gpu(msgspec.Struct, rename="camel"):
+    """The WebGPU adapter a Web Worker of the tab gets (what job code would get)."""
+
     info: dict[Short, Short] = {}
     features: Annotated[list[Short], msgspec.Meta(max_length=256)] = []
     limits: dict[Short, int | float] = {}
+    # GPUAdapterInfo.isFallbackAdapter: the browser says the adapter is a software one.
+    fallback: bool = False
+
+    @property
+    def software(self) -> bool:
+        """A CPU implementation of WebGPU (SwiftShader and the like), not a GPU."""
+        named = " ".join(self.info.get(k, "") for k in ("vendor", "architecture", "description")).lower()
+        return self.fallback or any(name in named for name in SOFTWARE_ADAPTERS)
+
+    @property
+    def label(self) -> str:
+        """E.g. "nvidia ampere" or "google swiftshader (software)"."""
+        name = " ".join(v for v in (self.info.get("vendor"), self.info.get("architecture")) if v) or "WebGPU"
+        return f"{name} (software)" if self.software else name
+
+
+# The device's power source (Battery Status API) and CPU pressure (Compute Pressure API), where the
+# browser has them; the scheduler prefers plugged-in, unpressured workers (jobs/selection.py).
+Power = Literal["plugged", "battery", "unknown"]
+Pressure = Literal["nominal", "fair", "serious", "critical", "unknown"]
 
 
 class Capabilities(msgspec.Struct, rename="camel"):
@@ -41,6 +67,10 @@ class Capabilities(msgspec.Struct, rename="camel"):
     visibility: Literal["visible", "hidden"] = "visible"
     storage_quota: Annotated[int, msgspec.Meta(ge=0)] = 0
     storage_usage: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # How many tasks (Web Workers) the tab runs at once at most: its share of the cores (courtesy.js).
+    capacity: Annotated[int, msgspec.Meta(ge=1, le=4096)] | None = None
+    power: Power = "unknown"
+    pressure: Pressure = "unknown"
 
 
 class Hello(Base, tag="hello"):
@@ -61,8 +91,16 @@ class Visibility(Base, tag="visibility"):
     state: Literal["visible", "hidden"]
 
 
+class Conditions(Base, tag="conditions"):
+    capacity: Annotated[int, msgspec.Meta(ge=1, le=4096)] | None = None
+    power: Power = "unknown"
+    pressure: Pressure = "unknown"
+
+
 class Pause(Base, tag="pause"):
     id: int | None = None
+    # Why, in a few words for the Workers page: "paused by its user", "on battery", ...
+    reason: Annotated[str, msgspec.Meta(max_length=100)] = ""
 
 
 class Resume(Base, tag="resume"):
@@ -114,6 +152,13 @@ class BlobsDropped(Base, tag="blobs-dropped"):
     """The tab lost or cleared these blobs (the person pressed "clear my stored data")."""
 
     sha256: Annotated[list[Sha256], msgspec.Meta(max_length=100_000)]
+
+
+class Stored(Base, tag="stored"):
+    """What the tab's store holds now (PMRFS replicas and run blobs alike), as the worker page shows it."""
+
+    blobs: Annotated[int, msgspec.Meta(ge=0)]
+    bytes: Annotated[int, msgspec.Meta(ge=0)]
 
 
 # ---------------------------------------------------------------- tasks (worker to server)
@@ -268,7 +313,9 @@ TASK_MESSAGES = (
 Incoming = (
     Hello
     | Pong
+    | Stored
     | Visibility
+    | Conditions
     | Pause
     | Resume
     | ProbeAnswer

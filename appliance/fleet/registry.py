@@ -46,8 +46,16 @@ class Worker:
     last_seen: float = field(default_factory=time.monotonic)
     rtt_ms: float | None = None
     paused: bool = False
+    pause_reason: str = ""
+    # The PMRFS replicas the namenode records on this tab (placement spreads by them).
     blobs: int = 0
     bytes_held: int = 0
+    # Everything the tab's store holds (PMRFS replicas and run blobs), as its last `stored` said;
+    # None until it said so.
+    stored_blobs: int | None = None
+    stored_bytes: int = 0
+    # Tasks it reported done since it connected.
+    tasks_done: int = 0
     # "direct", "relay" or "unreachable" once the appliance's probe has run, and its round trip.
     connectivity: str | None = None
     probe_rtt_ms: float | None = None

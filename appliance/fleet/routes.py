@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import time
+from typing import Annotated
 
 from litestar import Request, get, post
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response, Template
 
 from appliance.accounts.auth import ADMIN, USER, WORKER_BROWSER, access
+from appliance.audit import service as audit
+from appliance.billing import service as billing
+from appliance.fleet import courtesy
 from appliance.fleet import protocol as p
+from appliance.fleet import views
 from appliance.fleet.connection import CLOSE_GONE
-from appliance.fleet.registry import Fleet, Worker
+from appliance.fleet.registry import Fleet
 from appliance.web.rendering import is_htmx, page, redirect
 
 
@@ -21,66 +25,68 @@ def _fleet(request: Request) -> Fleet:
 
 @get("/worker", opt=access(WORKER_BROWSER), include_in_schema=False)
 async def worker_page(request: Request) -> Template:
-    return page(request, "fleet/worker.html", account_email=request.user.email, enrolled=request.user.via == "worker")
+    user = request.user
+    tz = request.app.state.billing.tz
+    provided = await billing.usage(tz, user.user_id, side=billing.PROVIDER)
+    # Worker accounts are paid for what their browsers provide; others see their contribution only.
+    earnings = await billing.estimate(tz, user.user_id, kind=billing.PROVIDER) if user.role == "worker" else None
+    return page(
+        request,
+        "fleet/worker.html",
+        account_email=user.email,
+        enrolled=user.via == "worker",
+        courtesy=await courtesy.rules(),
+        provided=provided,
+        earnings=billing.format_money(earnings.total, earnings.currency) if earnings else None,
+    )
 
 
-def _browser(user_agent: str) -> str:
-    for marker, name in (
-        ("Edg/", "Edge"),
-        ("OPR/", "Opera"),
-        ("Firefox/", "Firefox"),
-        ("Chrome/", "Chrome"),
-        ("Safari/", "Safari"),
-    ):
-        if marker in user_agent:
-            version = user_agent.split(marker, 1)[1].split(" ", 1)[0].split(".", 1)[0]
-            return f"{name} {version}"
-    return user_agent[:40] or "unknown"
+def _context(request: Request, query: views.Query) -> dict:
+    user = request.user
+    coordinator = request.app.state.coordinator  # the jobs coordinator: who holds which rank
 
+    def may_see_run(run_id: int) -> bool:
+        return user.is_admin or (user.role == "coordinator" and coordinator.run_owner(run_id) == user.user_id)
 
-def _milliseconds(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
-
-
-def _row(worker: Worker) -> dict:
-    caps = worker.capabilities
-    gpu = caps.gpu
+    # A coordinator's runs may use any account's browsers (private mode: only its own).
+    shown = [
+        w
+        for w in _fleet(request).workers.values()
+        if user.is_admin or w.account_id == user.user_id or (user.role == "coordinator" and not w.paused)
+    ]
+    placements = coordinator.placements()
+    rows = [
+        views.row(
+            w,
+            placements.get(w.worker_id),
+            own=user.is_admin or w.account_id == user.user_id,
+            may_see_run=may_see_run,
+        )
+        for w in shown
+    ]
+    selected = views.select(rows, query)
     return {
-        "id": worker.worker_id,
-        "account": worker.account_email,
-        "browser": _browser(caps.user_agent),
-        "cores": caps.cores,
-        "memory": f"{caps.memory_gib:g} GiB" if caps.memory_gib else "—",
-        "gpu": " ".join(v for v in (gpu.info.get("vendor"), gpu.info.get("architecture")) if v) or "WebGPU"
-        if gpu
-        else "none",
-        "visibility": caps.visibility,
-        "connectivity": worker.connectivity or "not probed",
-        "rtt": _milliseconds(worker.probe_rtt_ms if worker.probe_rtt_ms is not None else worker.rtt_ms),
-        "state": worker.state,
-        "blobs": worker.blobs,
-        "bytes_held": worker.bytes_held,
-        "age": int(time.time() - worker.connected_at),
-        # Reliability from past runs (fleet/reliability.py); workers are chosen highest first.
-        "score": f"{worker.score:.1f}",
+        "workers": selected,
+        "total": len(rows),
+        "others": sum(1 for r in rows if not r.id),
+        "query": query,
+        "states": views.STATES,
+        "can_disconnect": user.is_admin,
+        "runs_link": user.role in ("admin", "coordinator"),
     }
 
 
-def _context(request: Request) -> dict:
-    workers = _fleet(request).visible_to(request.user.user_id, request.user.is_admin)
-    return {"workers": [_row(w) for w in workers], "can_disconnect": request.user.is_admin}
-
-
-@get("/ui/workers", opt=access(USER), include_in_schema=False)
-async def workers_page(request: Request) -> Template:
-    return page(request, "fleet/workers.html", **_context(request))
-
-
-@get("/ui/workers/live", opt=access(USER), include_in_schema=False)
-async def workers_live(request: Request) -> Template:
-    return page(request, "fleet/_workers_table.html", **_context(request))
+@get(["/ui/workers", "/ui/workers/live"], opt=access(USER), include_in_schema=False)
+async def workers_page(
+    request: Request,
+    sort: FromQuery[str] = "label",
+    order: FromQuery[str] = "asc",
+    state_shown: Annotated[str, QueryParameter(name="state")] = "",
+    q: FromQuery[str] = "",
+) -> Template:
+    """The page, or (…/live) the table the page polls, with the same sort and filter."""
+    template = "fleet/_workers_table.html" if request.url.path.endswith("/live") else "fleet/workers.html"
+    return page(request, template, **_context(request, views.Query.of(sort, order, state_shown, q)))
 
 
 @post("/ui/workers/{worker_id:str}/disconnect", opt=access(ADMIN), include_in_schema=False)
@@ -91,9 +97,12 @@ async def disconnect_worker(request: Request, worker_id: FromPath[str]) -> Respo
     await worker.send(p.Disconnect(reason="disconnected by an administrator", reconnect=False))
     await worker.close(CLOSE_GONE, "disconnected by an administrator")
     _fleet(request).remove(worker)
+    await audit.note(
+        "worker.disconnected", f"worker {worker_id} of {worker.account_email}", {"state": worker.state}, None
+    )
     if is_htmx(request):
-        return page(request, "fleet/_workers_table.html", **_context(request))
+        return page(request, "fleet/_workers_table.html", **_context(request, views.Query()))
     return redirect("/ui/workers", f"Worker {worker_id} of {worker.account_email} is disconnected.")
 
 
-ROUTES = [worker_page, workers_page, workers_live, disconnect_worker]
+ROUTES = [worker_page, workers_page, disconnect_worker]

@@ -3,7 +3,10 @@
 Each worker is one Chromium process with its own profile under the data
 directory, so its PMRFS blobs (IndexedDB) and its worker id survive a restart.
 A process that exits is started again (with a growing pause if it keeps
-failing); Ctrl-C or SIGTERM stops them all.
+failing); Ctrl-C or SIGTERM stops them all. With ``--gpu`` the browsers get
+WebGPU: the machine's GPU through Vulkan, or a software adapter (SwiftShader)
+where there is none, which runs only the GPU jobs an admin allows on software
+adapters (Admin → Settings).
 """
 
 from __future__ import annotations
@@ -35,7 +38,11 @@ CHROMIUM_FLAGS = [
     # A worker page is never the visible tab: do not let the browser throttle it.
     "--disable-background-timer-throttling",
     "--disable-renderer-backgrounding",
+    # A machine given over to work: its load is the work, not a person's to spare (no pressure pauses).
+    "--disable-blink-features=ComputePressure",
 ]
+# --gpu: WebGPU in headless Chromium (Linux needs the unsafe flag and Vulkan); no --disable-gpu.
+GPU_FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan"]
 MAX_BACKOFF = 60.0
 
 
@@ -93,10 +100,11 @@ def _worker_id(profile: Path) -> str:
 
 
 class Runner:
-    def __init__(self, server: str, token: str, count: int, chromium: str, data_dir: Path):
+    def __init__(self, server: str, token: str, count: int, chromium: str, data_dir: Path, gpu: bool = False):
         self.server = server.rstrip("/")
         self.token = token
         self.chromium = chromium
+        self.gpu = gpu
         self.workers = [
             Worker(i, profile, _worker_id(profile))
             for i in range(count)
@@ -105,7 +113,7 @@ class Runner:
         self.stopping = False
 
     def _command(self, worker: Worker) -> list[str]:
-        flags = list(CHROMIUM_FLAGS)
+        flags = [f for f in CHROMIUM_FLAGS if f != "--disable-gpu"] + GPU_FLAGS if self.gpu else list(CHROMIUM_FLAGS)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             flags.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
         url = f"{self.server}/worker/start#token={quote(self.token)}&worker={worker.worker_id}"
@@ -152,11 +160,12 @@ class Runner:
         print("all workers stopped", flush=True)
 
 
-def run_workers(server: str, token: str, count: int, chromium: str | None, data_dir: Path) -> None:
+def run_workers(server: str, token: str, count: int, chromium: str | None, data_dir: Path, gpu: bool = False) -> None:
     if count < 1:
         raise RunnerError("--count must be at least 1")
     binary = find_chromium(chromium)
     check_token(server.rstrip("/"), token)
-    print(f"Starting {count} worker{'s' if count != 1 else ''} for {server} with {binary}", flush=True)
-    Runner(server, token, count, binary, data_dir).run()
+    with_gpu = " with WebGPU" if gpu else ""
+    print(f"Starting {count} worker{'s' if count != 1 else ''}{with_gpu} for {server} with {binary}", flush=True)
+    Runner(server, token, count, binary, data_dir, gpu).run()
     sys.stdout.flush()

@@ -40,3 +40,14 @@ class WorkerScoreRun(Table, tablename="fleet_worker_score_run"):
     excused = Boolean(default=False)
     points = DoublePrecision(default=0.0)
     at = Timestamptz()
+
+
+class CourtesyRules(Table, tablename="fleet_courtesy"):
+    """One row: how much of an employee's machine a worker page may use (Admin → Settings)."""
+
+    # The share of the device's cores a tab may keep busy, (0, 1]; employees may lower it on the page.
+    core_share = DoublePrecision(default=0.5)
+    # Local hours (HH:MM, the device's clock) between which tabs take tasks; both empty: any time.
+    hours_from = Varchar(length=5, default="")
+    hours_to = Varchar(length=5, default="")
+    updated_at = Timestamptz()

@@ -13,9 +13,15 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from prometheus_client import Counter
+
 TRANSFER_TIMEOUT = 120.0
 # A finished transfer still takes the late end's byte report for this long (billing counts the smaller).
 REPORT_GRACE = 30.0
+
+
+# Blob copies between browsers over WebRTC (a copy relayed by TURN also counts in peermr_turn_relayed_bytes_total).
+PEER_BYTES = Counter("peermr_peer_bytes_total", "Blob bytes copied between worker browsers")
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,8 @@ class Transfers:
         return self.active.get(transfer_id)
 
     def finish(self, transfer: Transfer, ok: bool, reason: str = "") -> None:
+        if ok and self.active.get(transfer.id) is transfer:
+            PEER_BYTES.inc(transfer.size)
         self.active.pop(transfer.id, None)
         self.recent[transfer.id] = (transfer, time.monotonic())
         if not transfer.done.done():

@@ -66,6 +66,8 @@
       smartIndent: true,
       matchBrackets: true,
       viewportMargin: Infinity,
+      // A phone wraps long lines instead of scrolling the editor sideways.
+      lineWrapping: window.matchMedia('(max-width: 700px)').matches,
       extraKeys: {
         Tab: indentOrInsert,
         'Shift-Tab': 'indentLess',

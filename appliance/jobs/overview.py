@@ -1,0 +1,110 @@
+"""Runs at a glance for the Overview and the Workers view: what runs, what waits, what failed lately,
+and which runs a worker served. Each account sees its own runs; admins see every run."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import msgspec
+from piccolo.query.functions.aggregate import Count
+
+from appliance.accounts import users
+from appliance.accounts.actor import Actor
+from appliance.jobs.coordinator import Coordinator
+from appliance.jobs.tables import Run, RunTask
+
+FAILURES_SHOWN = 5
+RUNS_SHOWN = 8
+
+
+class RunLine(msgspec.Struct, frozen=True):
+    id: int
+    job_name: str
+    owner: str
+    state: str
+    reason: str
+    at: dt.datetime | None  # started (running), queued (queued), finished (ended)
+    percent: int | None = None  # tasks done, while running
+    position: int | None = None  # in the queue
+
+
+class Glance(msgspec.Struct, frozen=True):
+    running: list[RunLine]
+    queued: list[RunLine]
+    failures: list[RunLine]
+    failed_count: int  # since the window start (more than the lines shown, perhaps)
+    succeeded_count: int
+
+
+def _mine(query, actor: Actor):
+    return query if actor.is_admin else query.where(Run.owner == actor.user_id)
+
+
+def _percent(coordinator: Coordinator, run_id: int) -> int | None:
+    live = coordinator.live(run_id)
+    if live is None:
+        return None
+    rows = live.execution.progress()
+    total = sum(r["total"] for r in rows)
+    return int(100 * sum(r["done"] for r in rows) / total) if total else 0
+
+
+async def at_a_glance(actor: Actor, coordinator: Coordinator, since: dt.datetime) -> Glance:
+    """Running and queued runs (oldest first), and the runs that failed since ``since`` (newest first)."""
+    active = await _mine(Run.select().where(Run.state.is_in(["running", "queued"])), actor).order_by(Run.id)
+    failed = await _mine(Run.select().where((Run.state == "failed") & (Run.finished_at >= since)), actor).order_by(
+        Run.finished_at, ascending=False
+    )
+    succeeded = await _mine(Run.count().where((Run.state == "succeeded") & (Run.finished_at >= since)), actor)
+    emails = await users.emails({r["owner"] for r in [*active, *failed]})
+
+    def line(row: dict, at: dt.datetime | None) -> RunLine:
+        return RunLine(
+            id=row["id"],
+            job_name=row["job_name"],
+            owner=emails.get(row["owner"], "?"),
+            state=row["state"],
+            reason=coordinator.reason(row["id"]) or row["reason"],
+            at=at,
+            percent=_percent(coordinator, row["id"]),
+            position=coordinator.position(row["id"]),
+        )
+
+    running = [line(r, r["started_at"]) for r in active if r["state"] == "running"]
+    queued = [line(r, r["queued_at"]) for r in active if r["state"] == "queued"]
+    return Glance(
+        running=running[:RUNS_SHOWN],
+        queued=queued[:RUNS_SHOWN],
+        failures=[line(r, r["finished_at"]) for r in failed[:FAILURES_SHOWN]],
+        failed_count=len(failed),
+        succeeded_count=succeeded,
+    )
+
+
+class ServedRun(msgspec.Struct, frozen=True):
+    id: int
+    job_name: str
+    owner: str
+    state: str
+    tasks: int  # attempts this worker ran (so far, while the run runs)
+    queued_at: dt.datetime
+
+
+async def runs_served_by(actor: Actor, coordinator: Coordinator, worker_id: str) -> list[ServedRun]:
+    """The runs ``worker_id`` held a rank in or ran attempts for, newest first (those the actor may see)."""
+    counts = {
+        r["run"]: r["n"]
+        for r in await RunTask.select(RunTask.run, Count(RunTask.id).as_alias("n"))
+        .where(RunTask.worker_id == worker_id)
+        .group_by(RunTask.run)
+    }
+    for run_id, tasks in coordinator.attempts_by_worker(worker_id).items():
+        counts[run_id] = counts.get(run_id, 0) + tasks
+    if not counts:
+        return []
+    rows = await _mine(Run.select().where(Run.id.is_in(list(counts))), actor).order_by(Run.id, ascending=False)
+    emails = await users.emails({r["owner"] for r in rows})
+    return [
+        ServedRun(r["id"], r["job_name"], emails.get(r["owner"], "?"), r["state"], counts[r["id"]], r["queued_at"])
+        for r in rows
+    ]

@@ -1,0 +1,289 @@
+"""A run's stage in detail (the stage page): every task attempt with its duration, records, bytes and
+worker; min/median/max across the stage's tasks and the ones that stand out (skew); progress inside the
+stage with throughput and an estimated time to finish.
+
+While the run runs, attempts come from the coordinator's execution; running attempts' records and bytes
+are those of their latest task-progress report (0 until one arrives). After it ended, from the task
+rows it left. The estimate needs neither progress reports nor finished tasks, but gets better with both:
+a running task counts as done in the share its records (or, without reports, its running time) are of
+the stage's finished tasks' median.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from appliance.jobs.execution import INPUT_STAGE
+from appliance.jobs.service import TaskInfo
+from appliance.jobs.spec import JobSpec
+
+PAGE_SIZE = 50
+# A finished task that took more than SKEW_FACTOR times the stage's median (and at least SKEW_MIN_SECONDS
+# more), or wrote more than SKEW_FACTOR times its median records, stands out.
+SKEW_FACTOR = 2.0
+SKEW_MIN_SECONDS = 1.0
+# A running task is never counted as more than this share done (it has not finished).
+RUNNING_SHARE_CAP = 0.95
+SORTS = ("rank", "state", "worker", "duration", "records", "bytes", "attempts")
+
+
+@dataclass
+class TaskLine:
+    rank: int
+    attempt: int  # 1 for the first attempt of the rank's task
+    attempts: int  # attempts of this rank's task so far
+    worker_id: str
+    state: str  # waiting | running | done | failed | lost | cancelled | superseded | rejected
+    seconds: float | None  # None while waiting
+    records: int
+    bytes: int
+    error: str = ""
+    skew: str = ""  # "slow", "records" or "": why it stands out
+
+
+@dataclass(frozen=True)
+class Spread:
+    min: float
+    median: float
+    max: float
+
+    @property
+    def ratio(self) -> float | None:
+        """max / median: 1 when the stage is even."""
+        return self.max / self.median if self.median > 0 else None
+
+
+@dataclass
+class Stage:
+    group: str
+    stage: int
+    kind: str
+    total: int
+    done: int
+    running: int
+    lines: list[TaskLine]
+    elapsed: float  # since its first attempt started (to its last end once done)
+    records: int
+    bytes: int
+    fraction: float  # estimated share done
+    eta: float | None  # seconds, while running and estimable
+    spreads: dict[str, Spread] = field(default_factory=dict)  # duration / records / bytes of done tasks
+
+    @property
+    def name(self) -> str:
+        return "input function" if self.stage == INPUT_STAGE else f"stage {self.stage + 1} ({self.kind})"
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.bytes / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def skewed(self) -> int:
+        return sum(1 for line in self.lines if line.skew)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    rank: int
+    attempt: int
+    worker_id: str
+    state: str
+    start: float
+    end: float | None  # None: running
+    records: int
+    bytes: int
+    error: str = ""
+
+
+def kind_of(spec: JobSpec, stage: int) -> str:
+    return "input" if stage == INPUT_STAGE else spec.stages[stage].kind
+
+
+def live_attempts(execution, group: str, stage: int) -> list[_Attempt]:
+    """The stage's attempts in a running run (monotonic seconds)."""
+    attempts = [
+        _Attempt(a.rank, a.attempt, a.worker_id, a.state, a.started, a.finished, a.emits, a.bytes, a.error)
+        for a in execution.history
+        if a.group == group and a.stage == stage
+    ]
+    for task in execution.active:
+        if task.group == group and task.stage == stage and task.worker_id:
+            attempts.append(
+                _Attempt(task.rank, task.attempt, task.worker_id, "running", task.started, None, task.emits, task.bytes)
+            )
+    return attempts
+
+
+def finished_attempts(tasks: list[TaskInfo], group: str, stage: int) -> tuple[list[_Attempt], float]:
+    """The stage's attempts from a finished run's task rows, in seconds from the run's first attempt,
+    and the moment the run ended on that scale."""
+    origin = min((t.started_at for t in tasks), default=dt.datetime.now(dt.UTC))
+
+    def at(value: dt.datetime) -> float:
+        return (value - origin).total_seconds()
+
+    chosen = [t for t in tasks if t.group == group and t.stage == stage]
+    ends = [at(t.finished_at) for t in tasks if t.finished_at is not None]
+    return [
+        _Attempt(
+            t.rank,
+            t.attempt,
+            t.worker_id,
+            t.state,
+            at(t.started_at),
+            at(t.finished_at or t.started_at),
+            t.emits,
+            t.bytes_out,
+            t.error,
+        )
+        for t in chosen
+    ], max(ends, default=0.0)
+
+
+def _spread(values: list[float]) -> Spread | None:
+    return Spread(min(values), statistics.median(values), max(values)) if values else None
+
+
+def build(group: str, stage: int, kind: str, size: int, attempts: list[_Attempt], now: float) -> Stage:
+    """The stage of ``size`` tasks from its attempts; ``now`` on the attempts' time scale."""
+    by_rank: dict[int, list[_Attempt]] = {}
+    for a in sorted(attempts, key=lambda a: (a.rank, a.attempt, a.start)):
+        by_rank.setdefault(a.rank, []).append(a)
+    done = {
+        rank: next(a for a in tried if a.state == "done")
+        for rank, tried in by_rank.items()
+        if any(a.state == "done" for a in tried)
+    }
+    running = [a for tried in by_rank.values() for a in tried if a.end is None and a.rank not in done]
+    durations = [a.end - a.start for a in done.values()]
+    spreads = {
+        name: spread
+        for name, spread in (
+            ("duration", _spread(durations)),
+            ("records", _spread([float(a.records) for a in done.values()])),
+            ("bytes", _spread([float(a.bytes) for a in done.values()])),
+        )
+        if spread is not None
+    }
+
+    def skew(a: _Attempt) -> str:
+        if a.state != "done" or len(done) < 2:
+            return ""
+        seconds, median = a.end - a.start, spreads["duration"].median
+        if seconds > SKEW_FACTOR * median and seconds - median >= SKEW_MIN_SECONDS:
+            return "slow"
+        if a.records > SKEW_FACTOR * spreads["records"].median and a.records > spreads["records"].median + 1:
+            return "records"
+        return ""
+
+    lines = []
+    for rank in range(size):
+        tried = by_rank.get(rank, [])
+        for a in tried:
+            lines.append(
+                TaskLine(
+                    rank=rank,
+                    attempt=a.attempt + 1,
+                    attempts=len(tried),
+                    worker_id=a.worker_id,
+                    state=a.state,
+                    seconds=(a.end if a.end is not None else now) - a.start,
+                    records=a.records,
+                    bytes=a.bytes,
+                    error=a.error,
+                    skew=skew(a),
+                )
+            )
+        if not tried:
+            lines.append(TaskLine(rank, 0, 0, "", "waiting", None, 0, 0))
+    starts = [a.start for a in attempts]
+    ended = len(done) == size
+    last = max((a.end for a in done.values()), default=now) if ended else now
+    elapsed = max(0.0, last - min(starts)) if starts else 0.0
+    fraction = _fraction(size, done, running, spreads, now)
+    eta = None
+    if not ended and fraction > 0 and elapsed > 0:
+        eta = elapsed * (1 - fraction) / fraction
+    return Stage(
+        group=group,
+        stage=stage,
+        kind=kind,
+        total=size,
+        done=len(done),
+        running=len(running),
+        lines=lines,
+        elapsed=elapsed,
+        records=sum(a.records for a in done.values()) + sum(a.records for a in running),
+        bytes=sum(a.bytes for a in done.values()) + sum(a.bytes for a in running),
+        fraction=1.0 if ended else fraction,
+        eta=eta,
+        spreads=spreads,
+    )
+
+
+def _fraction(size: int, done: dict, running: list[_Attempt], spreads: dict[str, Spread], now: float) -> float:
+    """Tasks done, plus each running task's share by its records (or time) against the finished median."""
+    if not size:
+        return 0.0
+    share = 0.0
+    seen: set[int] = set()
+    for a in running:
+        if a.rank in seen:  # a backup attempt of the same task counts once
+            continue
+        seen.add(a.rank)
+        if "records" in spreads and spreads["records"].median > 0 and a.records:
+            share += min(a.records / spreads["records"].median, RUNNING_SHARE_CAP)
+        elif "duration" in spreads and spreads["duration"].median > 0:
+            share += min((now - a.start) / spreads["duration"].median, RUNNING_SHARE_CAP)
+    return (len(done) + share) / size
+
+
+_KEYS = {
+    "rank": lambda line: (line.rank, line.attempt),
+    "state": lambda line: (line.state, line.rank),
+    "worker": lambda line: (line.worker_id, line.rank),
+    "duration": lambda line: (line.seconds is not None, line.seconds or 0.0),
+    "records": lambda line: line.records,
+    "bytes": lambda line: line.bytes,
+    "attempts": lambda line: (line.attempts, line.rank),
+}
+
+
+def page_of(lines: list[TaskLine], sort: str, descending: bool, page: int) -> tuple[list[TaskLine], int, int]:
+    """One page of the sorted lines, the page number (clamped) and the number of pages."""
+    ordered = sorted(lines, key=_KEYS[sort if sort in _KEYS else "rank"], reverse=descending)
+    pages = max(1, -(-len(ordered) // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    return ordered[(page - 1) * PAGE_SIZE : page * PAGE_SIZE], page, pages
+
+
+def monotonic_now() -> float:
+    return time.monotonic()
+
+
+def estimates(execution, now: float | None = None) -> dict[tuple[str, int], Stage]:
+    """Every started stage of a running run by (group, stage), from each task's current attempt only
+    (the run page's progress table shows the share done and the time left; no history is read)."""
+    now = time.monotonic() if now is None else now
+    out: dict[tuple[str, int], Stage] = {}
+    for group in execution.groups.values():
+        by_stage: dict[int, list[_Attempt]] = {}
+        for (stage, rank), task in group.tasks.items():
+            if task.state == "done" or (task.state == "running" and task.worker_id):
+                end = task.finished if task.state == "done" else None
+                by_stage.setdefault(stage, []).append(
+                    _Attempt(
+                        rank, task.attempt, task.worker_id or "", task.state, task.started, end, task.emits, task.bytes
+                    )
+                )
+        for stage, attempts in by_stage.items():
+            size = group.stage_size[stage]
+            out[(group.letter, stage)] = build(group.letter, stage, execution.kind(stage), size, attempts, now)
+    return out

@@ -1,0 +1,58 @@
+"""A stage page's figures from a stage's attempts (jobs/stages.py): the spread, the task that stands out,
+and the estimate of the share done with and without progress reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from appliance.jobs.stages import _Attempt, build, page_of
+
+
+def attempt(rank: int, start: float, end: float | None, records: int = 0, state: str = "done", attempt: int = 0):
+    return _Attempt(
+        rank, attempt, f"w{rank}", state if end is not None else "running", start, end, records, 10 * records
+    )
+
+
+def test_a_stage_without_progress_reports_is_estimated_by_running_time():
+    # Two tasks took 2 s each; the third has run 1 s and reported nothing: about half of it is done.
+    stage = build("A", 0, "map", 3, [attempt(0, 0, 2), attempt(1, 0, 2), attempt(2, 0, None)], now=1.0)
+    assert (stage.done, stage.running) == (2, 1)
+    assert stage.fraction == pytest.approx((2 + 0.5) / 3)
+    assert stage.eta == pytest.approx(1.0 * (1 - stage.fraction) / stage.fraction)
+
+
+def test_progress_reports_count_a_running_task_by_its_records_and_never_as_done():
+    attempts = [attempt(0, 0, 2, records=100), attempt(1, 0, 2, records=100), attempt(2, 0, None, records=40)]
+    assert build("A", 0, "map", 3, attempts, now=3.0).fraction == pytest.approx((2 + 0.4) / 3)
+    attempts[2] = attempt(2, 0, None, records=500)  # more than the median: still running, so at most 95 %
+    assert build("A", 0, "map", 3, attempts, now=3.0).fraction == pytest.approx((2 + 0.95) / 3)
+
+
+def test_before_any_task_finished_the_time_left_is_not_known():
+    stage = build("A", 0, "map", 2, [attempt(0, 0, None, records=50), attempt(1, 0, None)], now=5.0)
+    assert stage.fraction == 0 and stage.eta is None and stage.records == 50
+
+
+def test_the_spread_and_the_task_that_stands_out():
+    attempts = [attempt(0, 0, 1, records=10), attempt(1, 0, 1.2, records=10), attempt(2, 0, 4, records=10)]
+    stage = build("A", 0, "map", 3, attempts, now=4.0)
+    duration = stage.spreads["duration"]
+    assert (duration.min, duration.median, duration.max) == (1, 1.2, 4)
+    assert [line.skew for line in stage.lines] == ["", "", "slow"]
+    assert stage.fraction == 1.0 and stage.eta is None
+    # Ten times the median records stands out too, however fast.
+    attempts[0] = attempt(0, 0, 1, records=100)
+    assert build("A", 0, "map", 3, attempts[:2] + [attempt(2, 0, 1.1, records=10)], now=4).lines[0].skew == "records"
+
+
+def test_retried_tasks_show_every_attempt_and_waiting_ranks_show_too():
+    attempts = [attempt(0, 0, 1, state="lost"), attempt(0, 1, 3, attempt=1)]
+    stage = build("A", 0, "map", 2, attempts, now=3.0)
+    assert [(line.rank, line.attempt, line.attempts, line.state) for line in stage.lines] == [
+        (0, 1, 2, "lost"),
+        (0, 2, 2, "done"),
+        (1, 0, 0, "waiting"),
+    ]
+    lines, page, pages = page_of(stage.lines, "duration", True, 9)
+    assert (page, pages) == (1, 1) and lines[0].state == "done"  # page clamped; the longest first
