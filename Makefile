@@ -23,12 +23,19 @@ run: $(VENV)/.installed
 	$(BIN)/peermr serve $(ARGS)
 
 # Debian packages the tests use as real peers: Chromium drives the browser tests (Playwright's own
-# browser downloads are not used) and coturn's client tools test the TURN server.
+# browser downloads are not used), coturn's client tools test the TURN server, Emscripten's emcc
+# builds the WebAssembly module of the embind example (it works offline: Debian ships its cache) and
+# Node runs the OpenID provider of the single sign-on tests.
 test-tools:
-	@command -v chromium >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1 || \
-		{ $(APT) update -qq && $(APT) install -y -qq chromium coturn >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1 && command -v emcc >/dev/null 2>&1 || \
+		{ $(APT) update -qq && $(APT) install -y -qq chromium coturn emscripten >/dev/null; }
+	@command -v npm >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq nodejs npm >/dev/null; }
 
-test: $(VENV)/.installed test-tools
+# npm's oidc-provider (a certified OpenID provider) for the single sign-on tests, as pinned in its lock file.
+tests/oidc/node_modules/.package-lock.json: tests/oidc/package.json tests/oidc/package-lock.json | test-tools
+	npm ci --prefix tests/oidc --no-audit --no-fund --silent
+
+test: $(VENV)/.installed test-tools tests/oidc/node_modules/.package-lock.json
 	$(BIN)/pytest
 
 # The integration tests against a throwaway PostgreSQL cluster (installs Debian's postgresql if missing).

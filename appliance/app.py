@@ -24,6 +24,7 @@ from appliance.accounts import (
     enrol_routes,
     housekeeping,
     login_routes,
+    sso,
     token_routes,
 )
 from appliance.accounts.auth import (
@@ -33,6 +34,10 @@ from appliance.accounts.auth import (
     access,
     access_guard,
 )
+from appliance.accounts.rate_limits import RateLimitMiddleware
+from appliance.audit import housekeeping as audit_housekeeping
+from appliance.audit import routes as audit_routes
+from appliance.audit.context import AuditContextMiddleware
 from appliance.background import BackgroundTasks
 from appliance.billing import housekeeping as billing_housekeeping
 from appliance.billing import meters as billing_meters
@@ -57,10 +62,13 @@ from appliance.fleet import routes as fleet_routes
 from appliance.fleet.registry import Fleet
 from appliance.fleet.reliability import Reliability
 from appliance.jobs import api_routes as jobs_api_routes
+from appliance.jobs import console_routes as jobs_console_routes
 from appliance.jobs import sandbox_routes as jobs_sandbox_routes
 from appliance.jobs import ui_routes as jobs_ui_routes
 from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.logs import RunLogs
+from appliance.metrics import routes as metrics_routes
+from appliance.metrics.sampler import Sampler
 from appliance.pmrfs import api_routes as pmrfs_api_routes
 from appliance.pmrfs import datanode_routes
 from appliance.pmrfs import housekeeping as pmrfs_housekeeping
@@ -84,6 +92,7 @@ log = logging.getLogger(__name__)
 
 ROUTE_HANDLERS = [
     *ops.ROUTES,
+    *metrics_routes.ROUTES,
     *api_routes.ROUTES,
     *pages.ROUTES,
     *settings_routes.ROUTES,
@@ -101,8 +110,10 @@ ROUTE_HANDLERS = [
     *jobs_api_routes.ROUTES,
     *jobs_sandbox_routes.ROUTES,
     *jobs_ui_routes.ROUTES,
+    *jobs_console_routes.ROUTES,
     *billing_routes.ROUTES,
     *billing_ui_routes.ROUTES,
+    *audit_routes.ROUTES,
 ]
 
 
@@ -122,7 +133,12 @@ def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -
 
 
 def subscribe(
-    events: EventHub, coordinator: Coordinator, datanodes: DataNodes, meter: TransferMeter, reliability: Reliability
+    events: EventHub,
+    coordinator: Coordinator,
+    datanodes: DataNodes,
+    meter: TransferMeter,
+    reliability: Reliability,
+    sampler: Sampler,
 ) -> None:
     """Who hears what (docs/architecture.md, "Events"); each event's subscribers run in this order."""
     events.subscribe(WorkerJoined, reliability.worker_joined)  # its score, which selection ranks by
@@ -134,7 +150,9 @@ def subscribe(
     events.subscribe(BlobsDropped, datanodes.blobs_dropped)
     events.subscribe(TransferFinished, meter.transfer_finished)
     events.subscribe(TransferFinished, datanodes.transfer_finished)
+    events.subscribe(TransferFinished, sampler.transfer_finished)
     events.subscribe(TaskMessage, coordinator.task_message)
+    events.subscribe(TaskMessage, sampler.task_message)
     events.subscribe(RunEnded, functools.partial(billing_meters.run_ended, tz=meter.tz))  # the appliance's zone
     events.subscribe(RunEnded, reliability.run_ended)
 
@@ -151,15 +169,22 @@ def create_app(settings: Settings) -> Litestar:
     fleet = Fleet(events)
     transfer_meter = TransferMeter(billing.tz)
     reliability = Reliability(fleet)
-    scheduler = create_scheduler(
-        [*housekeeping.JOBS, *pmrfs_housekeeping.jobs(store), *billing_housekeeping.jobs(fleet, billing)],
-        settings.timezone,
-    )
     datanodes = DataNodes(fleet, store, live_holders, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
     coordinator = Coordinator(fleet, settings, store, live_holders, cloud_keys, run_logs)
     datanodes.run_blobs = coordinator.blobs_in_use
-    subscribe(events, coordinator, datanodes, transfer_meter, reliability)
+    sampler = Sampler(fleet, coordinator.run_counts, settings.metrics_sample_seconds)
+    subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler)
+    scheduler = create_scheduler(
+        [
+            *housekeeping.JOBS,
+            *pmrfs_housekeeping.jobs(store),
+            *billing_housekeeping.jobs(fleet, billing),
+            *sampler.jobs(),
+            *audit_housekeeping.JOBS,
+        ],
+        settings.timezone,
+    )
     background = BackgroundTasks("appliance")
 
     def template_engine_callback(jinja: JinjaTemplateEngine) -> None:
@@ -171,8 +196,7 @@ def create_app(settings: Settings) -> Litestar:
         register_filters(jinja.engine, settings.timezone)
 
     async def start_services() -> None:
-        if settings.uses_postgres:
-            await engine.start_connection_pool()
+        await engine.start_connection_pool()
         await db.migrate()
         announce_admin(await bootstrap.ensure_admin(settings), settings)
         await turn.start()
@@ -193,8 +217,7 @@ def create_app(settings: Settings) -> Litestar:
         await run_logs.stop()
         await datanodes.stop()
         await turn.stop()
-        if settings.uses_postgres:
-            await engine.close_connection_pool()
+        await engine.close_connection_pool()
 
     return Litestar(
         route_handlers=[
@@ -212,6 +235,9 @@ def create_app(settings: Settings) -> Litestar:
             SecurityHeadersMiddleware(),
             StaticCacheMiddleware(),
             AuthenticationMiddleware(idle=dt.timedelta(hours=settings.session_hours)),
+            # Inside authentication: the audit log's actor is the caller it found.
+            AuditContextMiddleware(),
+            RateLimitMiddleware(settings.api_requests_per_minute, settings.run_submissions_per_minute),
         ],
         csrf_config=CSRFConfig(
             secret=secrets.session_key,
@@ -245,6 +271,7 @@ def create_app(settings: Settings) -> Litestar:
                 "cloud_keys": cloud_keys,
                 "billing": billing,
                 "coordinator": coordinator,
+                "sso": sso.OidcClient(settings, secrets.session_key.encode()) if settings.sso_issuer else None,
             }
         ),
         on_startup=[start_services],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import logging
 import os
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 from appliance import __version__
+from appliance.audit import cli as audit_cli
+from appliance.audit.context import command_line
 from appliance.billing import cli as billing_cli
 from appliance.commands import CommandError, command_settings
 from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings
@@ -105,7 +108,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     if not server or not token:
         raise CommandError("--server and --token are required (or PEERMR_SERVER and PEERMR_TOKEN)")
     data_dir = Path(args.data_dir or os.environ.get("PEERMR_DATA_DIR") or DEFAULT_DATA_DIR)
-    run_workers(server, token, args.count, args.chromium, data_dir)
+    run_workers(server, token, args.count, args.chromium, data_dir, args.gpu)
 
 
 def cmd_version(args: argparse.Namespace) -> None:
@@ -156,12 +159,16 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--token", help="an API token or an enrolment token (env PEERMR_TOKEN)")
     worker.add_argument("--count", type=int, default=1, help="how many browsers to run (default 1)")
     worker.add_argument("--chromium", help="path of the Chromium executable (default: found on the PATH)")
+    worker.add_argument(
+        "--gpu", action="store_true", help="give the browsers WebGPU (the GPU, or a software adapter without one)"
+    )
     _data_dir_flag(worker)
     worker.set_defaults(func=cmd_worker)
 
     pmrfs_cli.add_parser(sub)
     jobs_cli.add_parser(sub)
     billing_cli.add_parser(sub)
+    audit_cli.add_parser(sub)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)
@@ -171,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        # The appliance acts as itself (audit/context.py); any other command as whoever ran it.
+        with contextlib.nullcontext() if args.func is cmd_serve else command_line():
+            args.func(args)
     except ServiceError as exc:
         print(f"peermr: {exc}", file=sys.stderr)
         sys.exit(1)

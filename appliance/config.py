@@ -97,6 +97,32 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     job_stall_seconds: int = 60
     # The parameter-server values one run may hold in the appliance's memory, all keys together.
     ps_max_bytes_per_run: int = 1024**3
+    # OpenID Connect single sign-on (docs/operations.md); an empty issuer turns it off. The provider
+    # redirects back to <public_url>/login/sso/callback.
+    sso_issuer: str = ""
+    sso_client_id: str = ""
+    sso_client_secret: str = ""
+    sso_scopes: str = "openid email profile"
+    # What the sign-in page calls the provider ("Sign in with ...").
+    sso_name: str = "single sign-on"
+    # Comma-separated email domains that may sign in (empty: any the provider vouches for).
+    sso_allowed_domains: str = ""
+    # The claim listing the person's groups, and which group gives which role
+    # ("peermr-admins=admin, data-science=coordinator"); the highest role matched wins.
+    sso_groups_claim: str = "groups"
+    sso_role_groups: str = ""
+    # The role of someone in none of those groups; empty refuses them.
+    sso_default_role: str = "worker"
+    # False: only single sign-on, except the break-glass admin (default: the first admin's email),
+    # who can still sign in with a password when the provider is down.
+    password_login: bool = True
+    break_glass_email: str = ""
+    # Per account (per address for callers without one): requests to /api/ and run submissions a
+    # minute, in bursts of as many; over them the answer is 429 with Retry-After. 0 turns a limit off.
+    api_requests_per_minute: int = 3000
+    run_submissions_per_minute: int = 120
+    # How often the Overview's plots sample the fleet (samples are kept 24 hours).
+    metrics_sample_seconds: int = 60
 
     @property
     def data_path(self) -> Path:
@@ -229,3 +255,47 @@ def _check(settings: Settings) -> None:
         raise ConfigError("job_fair_share must be more than 0 and at most 1")
     if settings.replication_factor < 1:
         raise ConfigError("replication_factor must be at least 1")
+    _check_sso(settings)
+    for name in ("api_requests_per_minute", "run_submissions_per_minute"):
+        if getattr(settings, name) < 0:
+            raise ConfigError(f"{name} must not be negative (0 turns the limit off)")
+
+
+def parse_role_groups(text: str) -> dict[str, str]:
+    """``"group=role, group=role"`` as {group: role}."""
+    mapping = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        group, sep, role = item.rpartition("=")
+        if not sep or not group.strip() or role.strip() not in ROLES:
+            raise ValueError(f"{item.strip()!r} is not group=role with a role of {', '.join(ROLES)}")
+        mapping[group.strip()] = role.strip()
+    return mapping
+
+
+def parse_domains(text: str) -> list[str]:
+    return [d.strip().lower().lstrip("@") for d in text.replace(",", " ").split() if d.strip()]
+
+
+ROLES = ("admin", "coordinator", "worker")
+
+
+def _check_sso(settings: Settings) -> None:
+    if settings.sso_issuer:
+        if not settings.sso_issuer.startswith(("http://", "https://")):
+            raise ConfigError(f"sso_issuer must be an http(s) URL, got {settings.sso_issuer!r}")
+        if not settings.sso_client_id or not settings.sso_client_secret:
+            raise ConfigError("sso_issuer needs sso_client_id and sso_client_secret (from the provider's client)")
+        if "openid" not in settings.sso_scopes.split():
+            raise ConfigError("sso_scopes must include openid")
+    elif not settings.password_login:
+        raise ConfigError("password_login = false needs single sign-on (sso_issuer and its client)")
+    try:
+        parse_role_groups(settings.sso_role_groups)
+    except ValueError as exc:
+        raise ConfigError(f"sso_role_groups: {exc}") from None
+    if settings.sso_default_role and settings.sso_default_role not in ROLES:
+        raise ConfigError(f"sso_default_role must be one of {', '.join(ROLES)} or empty (refuse)")
+    if settings.metrics_sample_seconds < 1:
+        raise ConfigError("metrics_sample_seconds must be at least 1")

@@ -7,7 +7,7 @@ POST /jobs/{id}/runs to GET /runs/{id} showing succeeded (polled every 10 ms), a
 run's own timestamps (queued_at -> finished_at). The breakdown uses the run's task history
 (when the coordinator started and finished each task), its coordinator log lines and the
 worker pages' WebSocket messages (when a tab received task-assign and sent task-done).
-Target: under 300 ms.
+Target: under 150 ms (moonshot 100 ms).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.wordcount import WATCH_SOCKET, Foreign, idle_share, when  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from tests.support import ADMIN_EMAIL, Appliance  # noqa: E402
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance  # noqa: E402
 
 WORKERS = 4
 POLL_SECONDS = 0.01
@@ -115,6 +115,12 @@ def main() -> None:
         appliance = Appliance(Path(tmp) / "data", env={"PEERMR_LOG_LEVEL": "warning"}).start()
         try:
             token = appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
+            # The engine alone: the tabs may use all their cores (under the default courtesy share a
+            # 2-core tab starts the next task's sandbox only when its task ends).
+            admin = appliance.client()
+            admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+            saved = admin.form("/ui/admin/settings/courtesy", {"core_share_percent": "100"})
+            assert saved.status_code == 303, saved.text
             api = httpx.Client(
                 base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
             )
@@ -203,7 +209,8 @@ def main() -> None:
         )
     median, _ = quantiles(client)
     print()
-    print(f"target: under 300 ms (median, client side) -> {'met' if median < 0.3 else 'NOT met'}")
+    verdict = "met, and the moonshot" if median < 0.1 else "met" if median < 0.15 else "NOT met"
+    print(f"target: under 150 ms, moonshot 100 ms (median, client side) -> {verdict}")
 
 
 if __name__ == "__main__":

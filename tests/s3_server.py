@@ -14,14 +14,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import boto3
 import httpx
 from botocore.config import Config
 
-from tests.support import free_port
+from tests.support import free_port, terminate, wait_until_serving
 
 REGION = "us-east-1"
 ALLOW_S3 = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]})
@@ -43,26 +42,11 @@ class MotoServer:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"moto server exited with {self.proc.returncode}: {self.log_path.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/moto-api/data.json", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"moto server not up after {timeout}s")
+        wait_until_serving(self.proc, f"{self.url}/moto-api/data.json", "moto server", self.log_path, timeout)
+        return self
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
     def client(self, service: str = "s3", key_id: str = "test-key", secret: str = "test-secret"):
         """A boto3 client for setting the scene and looking at the result (not the appliance's code)."""

@@ -107,6 +107,32 @@ def _postgres_rows(database_url: str, sql: str) -> list[tuple]:
         return pool.submit(asyncio.run, fetch()).result()
 
 
+def wait_until_serving(proc: subprocess.Popen, url: str, what: str, log_path: Path, timeout: float = 30) -> None:
+    """Wait until ``url`` answers 200, or fail with the log of ``proc`` if it exits or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {log_path.read_text(errors='replace')}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} not up after {timeout}s: {log_path.read_text(errors='replace')}")
+
+
+def terminate(proc: subprocess.Popen | None) -> None:
+    """Stop a helper server: SIGTERM, then SIGKILL if it has not exited in 10 s."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class QuietHandler(BaseHTTPRequestHandler):
     """A test HTTP server's handler that logs nothing and answers with ``reply``."""
 
@@ -245,3 +271,23 @@ class Client(httpx.Client):
 
 def random_password() -> str:
     return secrets.token_urlsafe(12)
+
+
+def save_and_run(api: httpx.Client, name: str, script: str, **overrides) -> int:
+    """Save a job through the API and start a run of it; the run's id."""
+    job = api.post("/jobs", json={"name": name, "script": script})
+    assert job.status_code == 201, job.text
+    run = api.post(f"/jobs/{job.json()['id']}/runs", json=overrides)
+    assert run.status_code == 201, run.text
+    return run.json()["id"]
+
+
+def wait_for_run(api: httpx.Client, run_id: int, timeout: float = 180) -> dict:
+    """The run (as the API shows it) once it ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = api.get(f"/runs/{run_id}").json()
+        if run["state"] in ("succeeded", "failed", "cancelled"):
+            return run
+        time.sleep(0.25)
+    raise AssertionError(f"run {run_id} did not end: {run}")

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
+from appliance.audit import service as audit
 from appliance.billing import ledger, periods
 from appliance.billing.tables import Price
 from appliance.clock import now
@@ -139,4 +140,12 @@ async def set_price(
         created_by=by,
     )
     await row.save()
-    return _info(row.to_dict())
+    info = _info(row.to_dict())
+    before = applicable(await history(resource), resource, day - dt.timedelta(days=1))
+    await audit.note(
+        "billing.price",
+        f"price of {resource} from {day}",
+        None if before is None else {"consumer_rate": before.consumer_rate, "provider_rate": before.provider_rate},
+        {"consumer_rate": info.consumer_rate, "provider_rate": info.provider_rate, "currency": code},
+    )
+    return info

@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from appliance.accounts import users
+from appliance.audit import service as audit
 from appliance.billing import ledger, meters, periods, statements
 from appliance.billing.context import BillingContext
 from appliance.billing.ledger import CONSUMER, RESOURCES
@@ -111,7 +112,12 @@ async def close_period(
                 await _store(draft, billing.stripe_enabled)
             closed_now = True
     log.info("billing period %s %s", period, "closed" if closed_now else "was already closed")
-    return CloseResult(period, closed_now, False, await statements.stored(period))
+    stored = await statements.stored(period)
+    if closed_now:
+        await audit.note(
+            "billing.closed", f"period {period}", {"closed": False}, {"closed": True, "statements": len(stored)}
+        )
+    return CloseResult(period, closed_now, False, stored)
 
 
 async def _store(draft: StatementInfo, stripe_enabled: bool) -> None:
@@ -294,6 +300,17 @@ async def _payable_account(stripe: StripeGateway, account: int) -> str | None:
 
 async def _send_payout(stripe: StripeGateway, payout_id: int) -> str:
     row = await Payout.select().where(Payout.id == payout_id).first()
+    state = await _attempt_payout(stripe, payout_id, row)
+    await audit.note(
+        "billing.payout",
+        f"payout #{payout_id} ({row['key']})",
+        {"state": row["state"]},
+        {"state": state, "amount": row["amount"], "currency": row["currency"]},
+    )
+    return state
+
+
+async def _attempt_payout(stripe: StripeGateway, payout_id: int, row: dict) -> str:
     try:
         destination = row["stripe_account"] or await _payable_account(stripe, row["account"])
         if destination is None:

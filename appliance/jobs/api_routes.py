@@ -13,6 +13,7 @@ from litestar.status_codes import HTTP_201_CREATED, HTTP_204_NO_CONTENT
 
 from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
+from appliance.accounts.rate_limits import RUN_SUBMISSION
 from appliance.config import Settings
 from appliance.jobs import parameters, service
 from appliance.jobs.access import coordinator_of
@@ -77,7 +78,7 @@ async def delete_job(request: Request, job_id: FromPath[int]) -> None:
 
 @post(
     "/api/v1/jobs/{job_id:int}/runs",
-    opt=access(COORDINATOR),
+    opt={**access(COORDINATOR), **RUN_SUBMISSION},
     status_code=HTTP_201_CREATED,
     tags=TAGS,
     summary="Run a job",

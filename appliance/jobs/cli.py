@@ -4,8 +4,9 @@
                                [--wait [--detach]] [--output out.jsonl]
     peermr job list | status RUN | cancel RUN | logs RUN [--follow]
 
-`run` saves the job under the file's name (replacing the script of a job of that name) and queues
-a run; it warns when fewer eligible workers are connected than the run asks. With --wait a progress
+`run` saves the job under the file's name (replacing the script of a job of that name), says how many
+workers are connected and eligible for the run, and queues it; it warns when fewer eligible workers
+are connected than the run asks. With --wait a progress
 bar follows the run; the exit status is 0 when it succeeded and 1, with the reason, when it failed
 or was cancelled. Ctrl-C while waiting cancels the run (--detach leaves it running). --output
 writes the output as JSON lines of [key, value] (one file per group when the run has several:
@@ -124,6 +125,9 @@ def cmd_run(args: argparse.Namespace) -> None:
             overrides["workerCount"] = args.workers
         if args.private:
             overrides["privateMode"] = True
+        # What the run will find, before it is queued (the scheduler's eligibility: private mode, GPU).
+        found = api.request("POST", f"/jobs/{job_id}/capacity", json=overrides).json()
+        print(f"workers: {found['summary']}", file=sys.stderr)
         run = api.request("POST", f"/jobs/{job_id}/runs", json=overrides).json()
         print(f"run {run['id']}: {api.server}/ui/runs/{run['id']}", file=sys.stderr)
         if run.get("warning"):

@@ -43,9 +43,11 @@ from appliance.jobs import checkpoints, parameters, scheduling_policy, selection
 from appliance.jobs.copy_failures import CopyFailures
 from appliance.jobs.execution import INPUT_STAGE, SHUFFLE_TYPE, Output, RunExecution, Task, TaskEvent, stage_label
 from appliance.jobs.logs import RunLogs
+from appliance.jobs.metrics import QUEUE_WAIT, TASK_FAILURES, TASKS_DONE, failure_cause
 from appliance.jobs.paramserver import ParameterServer
 from appliance.jobs.peers import Mailbox, Peers
 from appliance.jobs.sandbox_policy import allowed_origins
+from appliance.jobs.sandbox_script import first_place, map_stack
 from appliance.jobs.spec import JobSpec
 from appliance.jobs.tables import Run, RunCheckpoint, RunOutput, RunTask
 from appliance.pmrfs import namenode
@@ -66,7 +68,7 @@ PS_CHECKPOINT_SHARE = 0.1
 MAX_PARALLEL_COPIES = 8
 # Times a group's stage may start again after a rank was lost mid-collective.
 MAX_PEER_RESTARTS = 3
-# A run's task history (one row per attempt), written when it ends; 14 values a row keep an INSERT
+# A run's task history (one row per attempt), written when it ends; 15 values a row keep an INSERT
 # under SQLite's and asyncpg's limits of 32,766 parameters.
 TASK_COLUMNS = (
     "run",
@@ -83,6 +85,7 @@ TASK_COLUMNS = (
     "bytes_out",
     "cpu_ms",
     "error",
+    "gpu_adapter",
 )
 TASK_ROWS_PER_INSERT = 1000
 _QUOTED_TASK_COLUMNS = ", ".join(f'"{c}"' for c in TASK_COLUMNS)  # "group" is an SQL keyword
@@ -116,6 +119,8 @@ class Active:
     # Worker id -> account of every worker that held a rank or ran a backup attempt (task rows and
     # billing need it after it left).
     accounts: dict[str, int] = field(default_factory=dict)
+    # Worker id -> its WebGPU adapter ("" without one), for the task rows (the run page's "which adapter").
+    adapters: dict[str, str] = field(default_factory=dict)
     # Workers holding no rank that run a backup attempt of this run (busy for it meanwhile).
     helpers: set[str] = field(default_factory=set)
     scanned_at: float = 0.0  # when _watch_stragglers last looked
@@ -141,9 +146,20 @@ class Active:
     # with them (for the run's failure reason).
     not_back: set[tuple[str, int]] = field(default_factory=set)
     lost_in_restart: str = ""
+    # Copies of finished maps' partitions under way to the workers of the ranks that read them
+    # (_prestage), by (blob, target worker): the reduce's own staging waits for them.
+    prestaging: dict[tuple[str, str], asyncio.Task] = field(default_factory=dict)
+    # The write of its start (state running), which its first tasks do not wait for; its end does.
+    start_stored: asyncio.Task | None = None
 
     def __post_init__(self) -> None:
         self.copy_failures = CopyFailures(self.execution.worker_count)
+
+    def joined(self, worker: Worker) -> None:
+        """A worker takes a rank or an attempt of this run: remember its account and adapter."""
+        self.accounts[worker.worker_id] = worker.account_id
+        gpu = worker.capabilities.gpu
+        self.adapters[worker.worker_id] = gpu.label if gpu else ""
 
     @property
     def script_url(self) -> str:
@@ -350,7 +366,6 @@ class Coordinator:
             if queued.run_id == run_id:
                 self.queue.remove(queued)
                 self.logs.add(run_id, "cancelled by its coordinator before it started")
-                await self.logs.flush()
                 await self._store_end(run_id, "cancelled", EndCause.CANCELLED, "cancelled by its coordinator", [], [])
                 return True
         run = self.active.get(run_id)
@@ -407,7 +422,7 @@ class Coordinator:
             back = run.away.pop(worker.worker_id, None) is not None
             if back or (run.recovering_until and worker.worker_id in run.execution.workers()):
                 worker.run_id = run.run_id  # its rank waited for it
-                run.accounts[worker.worker_id] = worker.account_id
+                run.joined(worker)
                 wanted |= self._resume(run, worker.worker_id, set(event.tasks))
         for task_id in set(event.tasks) - wanted:
             # Its page still runs (or has the result of) an attempt nobody wants now: it drops it.
@@ -473,7 +488,7 @@ class Coordinator:
             for line in message.lines:
                 self.logs.add(
                     run.run_id,
-                    line.text,
+                    map_stack(line.text, run.run_id, run.spec),
                     source=worker.worker_id,
                     level=line.level,
                     group=task.group,
@@ -489,11 +504,13 @@ class Coordinator:
             self.logs.add(run.run_id, f"worker {worker.worker_id} reported task {task.id} again; ignored", level="warn")
         elif isinstance(message, p.TaskDone):
             self._done(run, task, worker, message)
-        elif isinstance(message, p.TaskFailed) and task.is_backup:
-            # The original attempt goes on; if the job's code is at fault it fails there too.
-            self._drop_backup(run, task, TaskEvent.FAIL, message.error)
         elif isinstance(message, p.TaskFailed):
-            self._failed(run, task, message)
+            TASK_FAILURES.labels(failure_cause(message, task.is_backup)).inc()
+            if task.is_backup:
+                # The original attempt goes on; if the job's code is at fault it fails there too.
+                self._drop_backup(run, task, TaskEvent.FAIL, message.error)
+            else:
+                self._failed(run, task, message)
 
     def _progressed(self, run: Active, task: Task, message: p.TaskProgress) -> None:
         clock = time.monotonic()
@@ -526,20 +543,53 @@ class Coordinator:
             connected=len(present),
             idle=sum(1 for w in present if not w.busy),
             own=sum(1 for w in present if w.account_id == account_id),
-            gpu=sum(1 for w in present if w.capabilities.gpu is not None),
+            gpu=sum(1 for w in present if selection.has_gpu(w, self.policy.software_gpus)),
         )
+
+    def eligible(self, worker: Worker, spec: JobSpec, owner_id: int) -> bool:
+        """May run this run's tasks, under the admin's rule on software GPUs."""
+        return selection.eligible(worker, spec, owner_id, self.policy.software_gpus)
+
+    def run_counts(self) -> tuple[int, int]:
+        """Runs running and queued now."""
+        return len(self.active), len(self.queue)
+
+    def attempts_by_worker(self, worker_id: str) -> dict[int, int]:
+        """Run id -> attempts ``worker_id`` ran or runs in the runs in progress (task rows wait for the end)."""
+        counts: dict[int, int] = {}
+        for run in self.active.values():
+            ran = sum(1 for a in run.execution.history if a.worker_id == worker_id)
+            ran += sum(1 for t in run.execution.active if t.worker_id == worker_id)
+            if ran or worker_id in run.execution.workers():
+                counts[run.run_id] = ran
+        return counts
+
+    def run_owner(self, run_id: int) -> int | None:
+        """The account of a run in progress (None when it is not running)."""
+        run = self.active.get(run_id)
+        return run.owner_id if run is not None else None
+
+    def placements(self) -> dict[str, tuple[int, str, int]]:
+        """Worker id -> (run id, group, rank) of every rank held in the runs in progress."""
+        return {
+            worker_id: (run.run_id, group.letter, rank)
+            for run in self.active.values()
+            for group in run.execution.groups.values()
+            for rank, worker_id in enumerate(group.ranks)
+            if worker_id is not None
+        }
 
     def capacity(self, spec: JobSpec, owner_id: int) -> tuple[int, int]:
         """Workers connected (not paused), and how many of them could run this run (busy or idle)."""
         present = [w for w in self.fleet.workers.values() if not w.paused]
-        return len(present), sum(1 for w in present if selection.eligible(w, spec, owner_id))
+        return len(present), sum(1 for w in present if self.eligible(w, spec, owner_id))
 
     async def _start_queued(self) -> None:
         await self._expire_queued()
         present = [w for w in self.fleet.workers.values() if not w.paused]
         idle = [w for w in present if not w.busy]
         eligible = {
-            q.run_id: {w.worker_id for w in present if selection.eligible(w, q.spec, q.owner_id)} for q in self.queue
+            q.run_id: {w.worker_id for w in present if self.eligible(w, q.spec, q.owner_id)} for q in self.queue
         }
         # Accounts with a run waiting that the connected workers could run: fair share holds back the others.
         waiting = {q.owner_id for q in self.queue if len(eligible[q.run_id]) >= selection.needed(q.spec)}
@@ -566,6 +616,7 @@ class Coordinator:
                 claimed.update(w.worker_id for w in usable)
             else:
                 reason = selection.short_reason(queued.spec, len(present), len(eligible[queued.run_id]))
+                reason += selection.software_gpu_note(queued.spec, present, self.policy.software_gpus)
             if reason != queued.reason:
                 queued.reason = reason
                 await Run.update({Run.reason: reason}).where(Run.id == queued.run_id)
@@ -583,21 +634,23 @@ class Coordinator:
                 f" ({queued.reason})" if queued.reason else ""
             )
             self.logs.add(queued.run_id, reason, level="error")
-            await self.logs.flush()
             await self._store_end(queued.run_id, "failed", EndCause.QUEUE_TIMEOUT, reason, [], [])
 
     async def _begin(self, queued: Queued, workers: list[Worker]) -> None:
         run = await self._activate(queued.run_id, queued.owner_id, queued.spec)
         if run is None:
             return
+        QUEUE_WAIT.observe((now() - queued.queued_at).total_seconds())
         execution = run.execution
         for index, worker in enumerate(workers):
             group = list(execution.groups)[index // run.spec.worker_count]
             execution.assign(group, index % run.spec.worker_count, worker.worker_id)
             worker.run_id = queued.run_id
-        run.accounts.update({w.worker_id: w.account_id for w in workers})
+        for worker in workers:
+            run.joined(worker)
         self.active[run.run_id] = run
-        await Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)
+        update = Run.update({Run.state: "running", Run.started_at: now(), Run.reason: ""}).where(Run.id == run.run_id)
+        run.start_stored = self._spawn(update.run())
         self.logs.add(run.run_id, f"started on {len(workers)} worker(s): " + ", ".join(w.worker_id for w in workers))
         for worker in workers:  # their first tasks find the run's sandbox started
             self._spawn(worker.send(p.TaskPrepare(run_id=run.run_id, script=run.script_url)))
@@ -742,7 +795,7 @@ class Coordinator:
         if worker.run_id is None:
             worker.run_id = run.run_id
             run.helpers.add(worker.worker_id)
-        run.accounts[worker.worker_id] = worker.account_id
+        run.joined(worker)
         self.logs.add(run.run_id, note, level=level)
         self._spawn(self._launch(run, attempt))
 
@@ -761,7 +814,7 @@ class Coordinator:
             and w.worker_id not in avoid
             and w.worker_id not in run.excluded
             and (w.run_id is None or (w.run_id == run.run_id and w.worker_id not in occupied))
-            and selection.eligible(w, run.spec, run.owner_id)
+            and self.eligible(w, run.spec, run.owner_id)
         ]
         return min(
             selection.ranked(candidates),
@@ -812,7 +865,7 @@ class Coordinator:
                 for w in self.fleet.workers.values()
                 if selection.available(w)
                 and w.worker_id not in run.excluded
-                and selection.eligible(w, run.spec, run.owner_id)
+                and self.eligible(w, run.spec, run.owner_id)
             ]
             if not candidates:
                 run.vacant_since.setdefault((group, rank), time.monotonic())
@@ -820,7 +873,7 @@ class Coordinator:
             worker = selection.ranked(candidates)[0]
             run.execution.assign(group, rank, worker.worker_id)
             worker.run_id = run.run_id
-            run.accounts[worker.worker_id] = worker.account_id
+            run.joined(worker)
             run.vacant_since.pop((group, rank), None)
             self.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
 
@@ -828,6 +881,7 @@ class Coordinator:
         place = run.execution.rank_of(worker_id)
         again = run.execution.lose_worker(worker_id)
         if place is not None:
+            TASK_FAILURES.labels("worker_lost").inc()
             run.epochs[place[0]] = run.epochs.get(place[0], 0) + 1
             run.lost_at[place[0]] = time.monotonic()
             self.peers.rank_lost(run, place[0], place[1], f"its worker {why}")
@@ -947,6 +1001,38 @@ class Coordinator:
         except Exception:
             return  # the socket closed; worker_left reschedules the task
 
+    def _prestage(self, run: Active, task: Task) -> None:
+        """A task whose output feeds a reduce is done: copy each of its partitions now to the worker of
+        the rank that reads it, while the stage's other tasks still run, so the shuffle overlaps the
+        stage and the reduce starts with most of its input in place. Best effort: a copy that fails
+        here is made (and blamed) by the reduce's own staging."""
+        execution = run.execution
+        if run.storage is not None or self.draining or execution.partitioning(task.stage) != "hash":
+            return
+        ranks = execution.groups[task.group].ranks
+        for output in task.outputs:
+            target = self.fleet.get(ranks[output.partition] or "")
+            key = (output.location, target.worker_id if target is not None else "")
+            if target is None or target.worker_id in output.holders or key in run.prestaging:
+                continue
+            run.prestaging[key] = self._spawn(self._prestage_copy(run, output, target, key))
+
+    async def _prestage_copy(self, run: Active, output: Output, target: Worker, key: tuple[str, str]) -> None:
+        try:
+            for holder in sorted(output.holders):
+                source = self.fleet.get(holder)
+                if source is None:
+                    continue
+                tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)
+                timeout = copy_timeout(output.size)
+                if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
+                    # Unless the target left the run meanwhile (lineage forgot it as a holder).
+                    if self.fleet.get(target.worker_id) is target and target.worker_id not in run.excluded:
+                        output.holders.add(target.worker_id)
+                    return
+        finally:
+            run.prestaging.pop(key, None)
+
     async def _stage(self, run: Active, target: Worker, inputs: list[Output]) -> str | None:
         """Copy the inputs the target does not hold from a worker that does; None when all arrived,
         otherwise what went wrong."""
@@ -954,6 +1040,10 @@ class Coordinator:
         tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
 
         async def fetch(output: Output) -> str | None:
+            if (early := run.prestaging.get((output.location, target.worker_id))) is not None:
+                await asyncio.wait([early])  # already on its way (_prestage); it may fail, then we copy
+                if target.worker_id in output.holders:
+                    return None
             async with limit:
                 holders = [h for h in sorted(output.holders) if self.fleet.get(h) is not None]
                 for holder in holders:
@@ -991,6 +1081,7 @@ class Coordinator:
         problem = self._check_outputs(run, task, message.outputs)
         if problem:
             self.logs.add(run.run_id, f"worker {worker.worker_id} reported a bad result ({problem})", level="warn")
+            TASK_FAILURES.labels("bad_result").inc()
             self._send_away(run, worker.worker_id, None)
             return
         outputs = [
@@ -1003,6 +1094,7 @@ class Coordinator:
             )
             for o in message.outputs
         ]
+        TASKS_DONE.inc()
         execution = run.execution
         recorded = len(execution.history)
         # Attempts of this task stalled now: if another attempt decides it, their browser is hung.
@@ -1011,6 +1103,8 @@ class Coordinator:
         racing = [primary, *([backup] if backup else []), *execution.replicas.get(primary, [])]
         stalled = {a.id for a in racing if a is not task and a.stalled}
         stopped = execution.done(task, outputs, message.emits, message.cpu_ms)
+        if primary.state == "done":
+            self._prestage(run, primary)
         for rejected in [a for a in execution.history[recorded:] if a.state == "rejected"]:
             self.logs.add(
                 run.run_id,
@@ -1086,16 +1180,19 @@ class Coordinator:
             )
             self.wake.set()
             return
+        place = first_place(message.stack, run.run_id, run.spec)
+        error = f"{message.error} (at {place})" if place else message.error
+        stack = map_stack(message.stack, run.run_id, run.spec)
         self.logs.add(
             run.run_id,
-            f"{where} failed: {message.error}" + (f"\n{message.stack}" if message.stack else ""),
+            f"{where} failed: {error}" + (f"\n{stack}" if stack else ""),
             source=task.worker_id or "coordinator",
             level="error",
             group=task.group,
             rank=task.rank,
         )
         run.execution.retry(task, TaskEvent.FAIL, message.error)
-        self._spawn(self._end(run, "failed", EndCause.JOB_ERROR, f"{where} failed: {message.error}"))
+        self._spawn(self._end(run, "failed", EndCause.JOB_ERROR, f"{where} failed: {error}"))
 
     def _restart_after_peer_loss(self, run: Active, task: Task) -> bool:
         """Whether a task that failed on a lost peer starts again (with the replacement) instead of failing
@@ -1247,8 +1344,9 @@ class Coordinator:
         self.active.pop(run.run_id, None)
         await self.peers.run_ended(run)
         try:
+            if run.start_stored is not None:
+                await asyncio.wait([run.start_stored])  # never overwrite the end with the start
             await parameters.keep(run.run_id, run.params)
-            await self.logs.flush()  # the whole log is there once the run shows as ended
             await self._store_end(run.run_id, state, cause, reason, self._task_rows(run), outputs, execution.progress())
             # Billing meters the attempts; worker reliability scores them.
             await self.fleet.events.publish(
@@ -1287,6 +1385,7 @@ class Coordinator:
                 a.bytes,
                 a.cpu_ms,
                 a.error,
+                run.adapters.get(a.worker_id, ""),
             )
             for a in run.execution.history
         ]
@@ -1302,6 +1401,7 @@ class Coordinator:
         progress: list[dict] | None = None,
     ) -> None:
         async with self._checkpointing, Run._meta.db.transaction():
+            await self.logs.flush()  # the whole log is there once the run shows as ended (one commit)
             await RunCheckpoint.delete().where(RunCheckpoint.run == run_id)
             await Run.update(
                 {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.config import Settings, parse_origins
 from appliance.errors import InvalidRequest
@@ -31,6 +32,7 @@ async def save_admin_origins(text: str) -> None:
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None
     value = ", ".join(origins)
+    before = await admin_origins()
     async with SandboxPolicy._meta.db.transaction():
         if await SandboxPolicy.exists():
             await SandboxPolicy.update(
@@ -38,6 +40,7 @@ async def save_admin_origins(text: str) -> None:
             )
         else:
             await SandboxPolicy.insert(SandboxPolicy(fetch_origins=value, updated_at=now()))
+    await audit.note("settings.fetch_origins", "job sandbox fetch origins", {"origins": before}, {"origins": value})
 
 
 def origin_of(url: str, appliance_origin: str = "") -> str:

@@ -11,39 +11,16 @@ s3 runs, the run's bucket.
 
 from __future__ import annotations
 
-import json
-
 from litestar import Request, get
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 from litestar.response import Response
 
-from appliance import __version__
 from appliance.accounts.auth import WORKER_BROWSER, access
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
-from appliance.jobs.coordinator import Active
 from appliance.jobs.sandbox_policy import content_security_policy, origin_of
-
-# Versioned, so browsers fetch the runtime again after an upgrade (codecs.js and collectives.js
-# first: sandbox.js uses them).
-RUNTIME = [
-    f"/static/worker/codecs.js?v={__version__}",
-    f"/static/worker/collectives.js?v={__version__}",
-    f"/static/worker/sandbox.js?v={__version__}",
-]
-
-
-def sandbox_script(run: Active) -> str:
-    spec = run.spec
-    stages = ",\n".join(f"({stage.source})" for stage in spec.stages)
-    return (
-        f"importScripts({', '.join(json.dumps(url) for url in RUNTIME)});\n"
-        f"peermrSandbox.loadScripts({json.dumps(spec.scripts)});\n"
-        "peermrSandbox.seal();\n"
-        f"peermrSandbox.define({{input: {f'({spec.input_source})' if spec.input_source else 'null'}, stages: [\n"
-        f"{stages}\n]}});\n"
-    )
+from appliance.jobs.sandbox_script import build
 
 
 @get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
@@ -60,7 +37,7 @@ async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
     scripts = [origin_of(url, appliance_origin(request)) for url in run.spec.scripts]
     csp = content_security_policy(appliance_origin(request), scripts, connect)
     return Response(
-        sandbox_script(run),
+        build(run.spec)[0],
         media_type="text/javascript",
         headers={"content-security-policy": csp, "cache-control": "private, max-age=86400"},
     )

@@ -15,7 +15,7 @@ class FleetCounts:
     connected: int
     idle: int
     own: int  # of the account starting the run (what private mode may use)
-    gpu: int  # with WebGPU
+    gpu: int  # with a WebGPU adapter that counts as a GPU (software ones only when the admin allows)
 
     def describe(self) -> str:
         if not self.connected:
@@ -26,12 +26,18 @@ class FleetCounts:
         )
 
 
-def meets_gpu(worker: Worker, spec: JobSpec) -> bool:
-    """WebGPU present when asked for; info values equal, features present, limits at least those asked."""
+def has_gpu(worker: Worker, software_gpus: bool) -> bool:
+    """A WebGPU adapter that is a GPU: a software one (SwiftShader and the like) only when allowed."""
+    gpu = worker.capabilities.gpu
+    return gpu is not None and (software_gpus or not gpu.software)
+
+
+def meets_gpu(worker: Worker, spec: JobSpec, software_gpus: bool = False) -> bool:
+    """A GPU when asked for (has_gpu); info values equal, features present, limits at least those asked."""
     if not spec.gpu:
         return True
     gpu = worker.capabilities.gpu
-    if gpu is None:
+    if gpu is None or not has_gpu(worker, software_gpus):
         return False
     wanted = spec.gpu_requirements
     if any(gpu.info.get(name) != value for name, value in wanted.info.items()):
@@ -41,23 +47,39 @@ def meets_gpu(worker: Worker, spec: JobSpec) -> bool:
     return all(gpu.limits.get(name, 0) >= value for name, value in wanted.limits.items())
 
 
-def eligible(worker: Worker, spec: JobSpec, owner_id: int) -> bool:
+def eligible(worker: Worker, spec: JobSpec, owner_id: int, software_gpus: bool = False) -> bool:
     """May run this run's tasks at all (idle or not)."""
     if spec.private_mode and worker.account_id != owner_id:
         return False
-    return meets_gpu(worker, spec)
+    return meets_gpu(worker, spec, software_gpus)
 
 
 def available(worker: Worker) -> bool:
     return not worker.paused and not worker.busy
 
 
+# Courtesy on employees' machines: plugged in before unknown before on battery, and a CPU under no
+# pressure before one its owner is using (a tab on battery or under serious pressure pauses itself).
+POWER_ORDER = {"plugged": 0, "unknown": 1, "battery": 2}
+PRESSURE_ORDER = {"nominal": 0, "unknown": 1, "fair": 1, "serious": 2, "critical": 3}
+
+
 def ranked(workers: list[Worker]) -> list[Worker]:
-    """Highest score first; then visible tabs (hidden ones are throttled), more cores, longest connected."""
-    return sorted(
-        workers,
-        key=lambda w: (-w.score, w.capabilities.visibility != "visible", -w.capabilities.cores, w.connected_at),
-    )
+    """Plugged-in and unpressured devices first; then the highest score, visible tabs (hidden ones are
+    throttled), more capacity (the tab's share of its cores), longest connected."""
+
+    def key(w: Worker):
+        caps = w.capabilities
+        return (
+            POWER_ORDER[caps.power],
+            PRESSURE_ORDER[caps.pressure],
+            -w.score,
+            caps.visibility != "visible",
+            -(caps.capacity or caps.cores),
+            w.connected_at,
+        )
+
+    return sorted(workers, key=key)
 
 
 def needed(spec: JobSpec) -> int:
@@ -102,6 +124,19 @@ def short_reason(spec: JobSpec, connected: int, eligible: int) -> str:
     return (
         f"{capacity_note(spec, connected, eligible)}: waits for more workers to connect "
         "(runs queued later may start meanwhile)"
+    )
+
+
+def software_gpu_note(spec: JobSpec, workers: list[Worker], software_gpus: bool) -> str:
+    """Why workers with WebGPU do not count for a GPU run: their adapter is a software one."""
+    if not spec.gpu or software_gpus:
+        return ""
+    software = sum(1 for w in workers if w.capabilities.gpu is not None and w.capabilities.gpu.software)
+    if not software:
+        return ""
+    return (
+        f"; {software} connected worker(s) have a software WebGPU adapter only, which is not a GPU "
+        "unless an admin allows it (Admin → Settings)"
     )
 
 

@@ -11,13 +11,15 @@ import random
 from collections.abc import AsyncIterator
 
 import msgspec
+from piccolo.query.functions.aggregate import Count
 
 from appliance.accounts import users
 from appliance.accounts.actor import Actor
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
-from appliance.jobs import codecs, selection
+from appliance.jobs import codecs, listing, selection
 from appliance.jobs.access import run_row
 from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.sandbox_policy import allowed_origins, disallowed_urls
@@ -165,6 +167,13 @@ async def list_jobs(actor: Actor) -> list[JobInfo]:
     return [_job_info(r, emails, with_script=False) for r in rows]
 
 
+async def find_jobs(actor: Actor, filters: listing.Filters) -> tuple[list[JobInfo], listing.Page]:
+    """A page of the jobs the actor may see, as the Jobs list's filters narrow them."""
+    found = await listing.jobs(actor, filters)
+    emails = await users.emails(r["owner"] for r in found.rows)
+    return [_job_info(r, emails, with_script=False) for r in found.rows], found
+
+
 async def delete_job(actor: Actor, job_id: int) -> None:
     """Delete a saved job; its runs (history, logs, output) stay."""
     row = await _job_row(actor, job_id)
@@ -221,6 +230,7 @@ async def start_run(
     ).returning(Run.id)
     run_id = inserted[0]["id"]
     coordinator.enqueue(run_id, actor.user_id, spec)
+    await audit.note("run.started", f"run #{run_id} of job #{row['id']} ({row['name']})", None, {"state": "queued"})
     warning = selection.capacity_note(spec, *coordinator.capacity(spec, actor.user_id))
     return msgspec.structs.replace(await get_run(actor, run_id, coordinator), warning=warning)
 
@@ -283,10 +293,22 @@ async def list_runs(
     return [_run_info(r, emails, coordinator) for r in rows]
 
 
+async def find_runs(
+    actor: Actor, coordinator: Coordinator, filters: listing.Filters
+) -> tuple[list[RunInfo], listing.Page]:
+    """A page of the runs the actor may see, as the Runs list's filters narrow them."""
+    found = await listing.runs(actor, filters)
+    emails = await users.emails(r["owner"] for r in found.rows)
+    return [_run_info(r, emails, coordinator) for r in found.rows], found
+
+
 async def cancel_run(actor: Actor, run_id: int, coordinator: Coordinator) -> RunInfo:
     row = await run_row(actor, run_id)
     if row["state"] not in ("queued", "running") or not await coordinator.cancel(run_id):
         raise Conflict(f"Run {run_id} is {row['state']}; only queued and running runs can be cancelled.")
+    await audit.note(
+        "run.cancelled", f"run #{run_id} ({row['job_name']})", {"state": row["state"]}, {"state": "cancelled"}
+    )
     return await get_run(actor, run_id, coordinator)
 
 
@@ -299,14 +321,37 @@ class LogLine(msgspec.Struct, frozen=True):
     text: str
 
 
+# The log viewer's level filter: what each choice shows.
+LOG_LEVELS = {"warn": ["warn", "error"], "error": ["error"]}
+
+
+def log_lines_of(run_id: int, *, source: str | None = None, level: str = "", search: str = ""):
+    """The condition picking a run's log lines: one source ("coordinator" or a worker id), a
+    level and up ("warn" or "error"), text containing ``search`` (case-insensitive)."""
+    where = RunLog.run == run_id
+    if source:
+        where &= RunLog.source == source
+    if level in LOG_LEVELS:
+        where &= RunLog.level.is_in(LOG_LEVELS[level])
+    if search:
+        where &= listing.contains(RunLog.text, search)
+    return where
+
+
 async def run_logs(
-    actor: Actor, run_id: int, *, source: str | None = None, after: int = 0, limit: int = 10_000
+    actor: Actor,
+    run_id: int,
+    *,
+    source: str | None = None,
+    after: int = 0,
+    limit: int = 10_000,
+    level: str = "",
+    search: str = "",
 ) -> list[tuple[int, LogLine]]:
     """Log lines of a run (optionally one worker's, or "coordinator"), oldest first, with their ids."""
     await run_row(actor, run_id)
-    query = RunLog.select().where((RunLog.run == run_id) & (RunLog.id > after)).order_by(RunLog.id).limit(limit)
-    if source:
-        query = query.where(RunLog.source == source)
+    where = log_lines_of(run_id, source=source, level=level, search=search) & (RunLog.id > after)
+    query = RunLog.select().where(where).order_by(RunLog.id).limit(limit)
     return [(r["id"], LogLine(r["at"], r["source"], r["group"], r["rank"], r["level"], r["text"])) for r in await query]
 
 
@@ -329,6 +374,7 @@ class TaskInfo(msgspec.Struct, frozen=True):
     bytes_out: int
     cpu_ms: int
     error: str
+    gpu_adapter: str = ""
 
 
 async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
@@ -349,6 +395,7 @@ async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
             r["bytes_out"],
             r["cpu_ms"],
             r["error"],
+            r["gpu_adapter"],
         )
         for r in rows
     ]
@@ -358,6 +405,13 @@ async def output_groups(actor: Actor, run_id: int) -> list[str]:
     row = await run_row(actor, run_id)
     spec = msgspec.json.decode(row["spec"], type=JobSpec)
     return [chr(ord("A") + i) for i in range(spec.group_count)]
+
+
+async def output_records(actor: Actor, run_id: int, group: str) -> int:
+    """How many records a group of the run's output holds (as the workers counted them)."""
+    await run_row(actor, run_id)
+    rows = await RunOutput.select(RunOutput.records).where((RunOutput.run == run_id) & (RunOutput.group == group))
+    return sum(r["records"] for r in rows)
 
 
 async def run_output(
@@ -385,3 +439,9 @@ async def run_output(
             raise Unavailable(f"Output blob {r['location']} is missing on the appliance.")
         for record in codecs.decode(r["content_type"], data):
             yield record
+
+
+async def runs_by_state() -> dict[str, int]:
+    """How many runs are in each state (queued, running, succeeded, failed, cancelled)."""
+    rows = await Run.select(Run.state, Count(Run.id).as_alias("n")).group_by(Run.state)
+    return {r["state"]: r["n"] for r in rows}

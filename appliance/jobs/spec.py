@@ -82,6 +82,10 @@ class StageSpec(msgspec.Struct, rename="camel", kw_only=True):
     timeout: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_STAGE_TIMEOUT
     # A reduce stage whose function also runs on each map task's output before the shuffle.
     combine: bool = False
+    # Where the function's source starts in the job script (1-based), for mapping stack traces
+    # back to it; None when the script does not hold the text (or the spec predates this).
+    line: int | None = None
+    column: int | None = None
 
 
 class GpuRequirements(msgspec.Struct, rename="camel", kw_only=True):
@@ -125,6 +129,8 @@ class JobSpec(msgspec.Struct, rename="camel", kw_only=True):
     validation: Validation | None = None
     input_source: str | None = None
     input_content_type: ContentType = "application/json"
+    input_line: int | None = None
+    input_column: int | None = None
 
 
 class ScriptError(InvalidRequest):
@@ -712,6 +718,25 @@ def _evaluate_in_child(script: str, time_limit: float, memory_limit: int) -> str
 # -- the entry points ----------------------------------------------------------------------------
 
 
+def _place(script: str, source: str | None) -> tuple[int | None, int | None]:
+    """Line and column (1-based) where a function's source text starts in the script: the text
+    is what Function.prototype.toString gave, a slice of the script unless the script built it."""
+    at = script.find(source) if source else -1
+    if at < 0:
+        return None, None
+    line_start = script.rfind("\n", 0, at) + 1
+    return script.count("\n", 0, at) + 1, at - line_start + 1
+
+
+def _with_places(spec: JobSpec, script: str) -> JobSpec:
+    stages = []
+    for stage in spec.stages:
+        line, column = _place(script, stage.source)
+        stages.append(msgspec.structs.replace(stage, line=line, column=column))
+    input_line, input_column = _place(script, spec.input_source)
+    return msgspec.structs.replace(spec, stages=stages, input_line=input_line, input_column=input_column)
+
+
 def extract_spec(script: str, *, time_limit: float = TIME_LIMIT, memory_limit: int = MEMORY_LIMIT) -> JobSpec:
     """Evaluate a job script against the recording SDK and return its validated spec.
 
@@ -736,7 +761,7 @@ def extract_spec(script: str, *, time_limit: float = TIME_LIMIT, memory_limit: i
     if not started:
         raise ScriptError("the script never calls execution.start(jobRunner)")
     try:
-        return _spec_from_record(record)
+        return _with_places(_spec_from_record(record), script)
     except _Invalid as exc:
         at = _location(record, exc.where)
         raise ScriptError(exc.message, at and at["line"], at and at["column"]) from None

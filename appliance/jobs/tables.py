@@ -1,6 +1,6 @@
 """Jobs tables: saved jobs, their runs, and what each run left behind (tasks, logs, outputs)."""
 
-from piccolo.columns import BigInt, Bytea, ForeignKey, Integer, OnDelete, Real, Text, Timestamptz, Varchar
+from piccolo.columns import BigInt, Boolean, Bytea, ForeignKey, Integer, OnDelete, Real, Text, Timestamptz, Varchar
 from piccolo.table import Table
 
 from appliance.accounts.tables import User
@@ -45,7 +45,7 @@ class RunTask(Table, tablename="jobs_task"):
     stage = Integer()
     rank = Integer()
     attempt = Integer(default=0)
-    worker_id = Varchar(length=64)
+    worker_id = Varchar(length=64, index=True)  # the runs a worker served (Workers view)
     worker_account = Integer(null=True, default=None, index=True)
     # done | failed | lost | cancelled
     state = Varchar(length=16)
@@ -55,6 +55,8 @@ class RunTask(Table, tablename="jobs_task"):
     bytes_out = BigInt(default=0)
     cpu_ms = BigInt(default=0)
     error = Text(default="")
+    # The WebGPU adapter of the worker, e.g. "google swiftshader (software)" ("" without WebGPU).
+    gpu_adapter = Varchar(length=300, default="")
 
 
 class RunLog(Table, tablename="jobs_log"):
@@ -108,6 +110,8 @@ class SchedulingRules(Table, tablename="jobs_scheduling_rules"):
     queue_timeout_hours = Real(null=True, default=None)
     fair_share = Real(null=True, default=None)
     stall_seconds = Integer(null=True, default=None)
+    # Whether software WebGPU adapters (SwiftShader and the like) count as GPUs for GPU runs.
+    software_gpus = Boolean(default=False)
     updated_at = Timestamptz()
 
 

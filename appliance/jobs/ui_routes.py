@@ -21,14 +21,16 @@ from litestar.response import Response, Stream, Template
 from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
 from appliance.accounts.forms import Form
+from appliance.accounts.rate_limits import RUN_SUBMISSION
 from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
-from appliance.jobs import parameters, service, views
+from appliance.jobs import listing, parameters, service, stages, views
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
 from appliance.jobs.service import JobInfo, RunInfo
 from appliance.jobs.spec import ScriptError
+from appliance.jobs.tables import Job, Run
 from appliance.resources import templates_dir
 from appliance.web.rendering import is_htmx, page, redirect
 
@@ -87,7 +89,7 @@ def _run_form_of(spec) -> RunForm:
     )
 
 
-def _overrides(form: RunForm) -> dict:
+def run_overrides(form: RunForm) -> dict:
     """The run metadata the dialog sets, as the API's names; a field that is not a number is refused."""
 
     def whole(value: str, label: str) -> int:
@@ -110,8 +112,10 @@ def _overrides(form: RunForm) -> dict:
 
 @get(JOBS, opt=access(COORDINATOR), include_in_schema=False)
 async def jobs_page(request: Request) -> Template:
+    """The jobs the account may see, a page at a time, with the last run of each (reason, cancel)."""
     actor = _actor(request)
-    jobs = await service.list_jobs(actor)
+    filters = listing.Filters.read(actor, request.query_params)
+    jobs, found = await service.find_jobs(actor, filters)
     last_runs: dict[int, RunInfo] = {}
     for job in jobs:
         runs = await service.list_runs(actor, coordinator_of(request), job_id=job.id, limit=1)
@@ -121,6 +125,11 @@ async def jobs_page(request: Request) -> Template:
         request,
         "jobs/jobs.html",
         jobs=jobs,
+        found=found,
+        filters=filters,
+        owners=await listing.owners(actor, Job),
+        back=_list_url(JOBS, filters),
+        page_url=lambda number: _list_url(JOBS, filters, page=number),
         last_runs=last_runs,
         show_owner=actor.is_admin,
         summary=views.stages_summary,
@@ -221,14 +230,14 @@ async def run_form_page(request: Request, job_id: FromPath[int]) -> Template:
     return page(request, "jobs/run.html", job=job, run_form=_run_form_of(job.spec), run_error=None, fleet=fleet)
 
 
-@post(f"{JOBS}/{{job_id:int}}/runs", opt=access(COORDINATOR), include_in_schema=False)
+@post(f"{JOBS}/{{job_id:int}}/runs", opt={**access(COORDINATOR), **RUN_SUBMISSION}, include_in_schema=False)
 async def start_run(
     request: Request, job_id: FromPath[int], data: Form[RunForm], settings: NamedDependency[Settings]
 ) -> Response:
     job = await _job(request, job_id)
     try:
         run = await service.start_run(
-            _actor(request), job_id, _overrides(data), coordinator_of(request), settings, appliance_origin(request)
+            _actor(request), job_id, run_overrides(data), coordinator_of(request), settings, appliance_origin(request)
         )
     except ServiceError as exc:
         fleet = coordinator_of(request).fleet_counts(request.user.user_id)
@@ -246,11 +255,24 @@ async def start_run(
 # -- runs -------------------------------------------------------------------------------------
 
 
+def _list_url(path: str, filters: listing.Filters, **changes) -> str:
+    query = filters.query(**changes)
+    return f"{path}?{query}" if query else path
+
+
 async def _runs_context(request: Request) -> dict:
     actor = _actor(request)
-    runs = await service.list_runs(actor, coordinator_of(request))
+    filters = listing.Filters.read(actor, request.query_params)
+    runs, found = await service.find_runs(actor, coordinator_of(request), filters)
     return {
         "runs": runs,
+        "found": found,
+        "filters": filters,
+        "states": listing.RUN_STATES,
+        "owners": await listing.owners(actor, Run),
+        "jobs": await listing.job_choices(actor),
+        "back": _list_url(RUNS, filters),
+        "page_url": lambda number: _list_url(RUNS, filters, page=number),
         "show_owner": actor.is_admin,
         "any_active": any(views.is_active(r) for r in runs),
         "seconds": views.run_seconds,
@@ -276,10 +298,13 @@ def _group(run: RunInfo, group: str) -> str:
     return group if group in groups else groups[0]
 
 
-async def _output_context(request: Request, run: RunInfo, settings: Settings, group: str, page_number: int) -> dict:
+async def _output_context(
+    request: Request, run: RunInfo, group: str, page_number: int, sort: str = "", search: str = ""
+) -> dict:
     group = _group(run, group)
     groups = [chr(ord("A") + i) for i in range(run.spec.group_count)]
     context = {"groups": groups, "output": None, "output_error": None, "group": group}
+    context |= {"sorts": views.OUTPUT_SORTS, "scan_limit": views.OUTPUT_SCAN_LIMIT}
     if run.state != "succeeded":
         return context
     actor = _actor(request)
@@ -288,17 +313,23 @@ async def _output_context(request: Request, run: RunInfo, settings: Settings, gr
         records = service.run_output(
             actor, run.id, group, state.store, await cloud_reader(actor, run.id, state.cloud_keys)
         )
-        context["output"] = await views.output_page(records, group, max(1, page_number))
+        total = await service.output_records(actor, run.id, group)
+        context["output"] = await views.output_page(
+            records, group, max(1, page_number), sort=sort, search=search.strip()[:200], total=total
+        )
     except ServiceError as exc:
         context["output_error"] = str(exc)
     return context
 
 
-async def _live_context(request: Request, run: RunInfo, settings: Settings, group: str = "A", page_number: int = 1):
+async def _live_context(request: Request, run: RunInfo, output: dict | None = None):
+    """The run page's live part; ``output`` is the output view's URL query (group, page, sort, search)."""
     actor = _actor(request)
     active = coordinator_of(request).live(run.id)
+    estimates = {}
     if active is not None:
         timeline = views.live_timeline(active)
+        estimates = stages.estimates(active.execution)
     elif run.state in ("queued",):
         timeline = views.Timeline(rows=[], seconds=0.0)
     else:
@@ -309,16 +340,36 @@ async def _live_context(request: Request, run: RunInfo, settings: Settings, grou
         "groups_progress": views.progress_by_group(run.progress),
         "fraction": views.progress_fraction(run.progress),
         "timeline": timeline,
+        "estimates": estimates,  # (group, stage) -> share done and time left, while it runs
         "seconds": views.run_seconds(run),
         # Kept when the run ends.
         "parameters": [] if views.is_active(run) else await parameters.list_parameters(actor, run.id),
-        **await _output_context(request, run, settings, group, page_number),
+        **await _output_context(request, run, **(output or {"group": "A", "page_number": 1})),
     }
 
 
-def _log_tail_url(run_id: int, source: str, after: int, sources: int) -> str:
-    query = urllib.parse.urlencode({"source": source, "after": after, "sources": sources})
-    return f"{RUNS}/{run_id}/logs?{query}"
+class LogView(msgspec.Struct, frozen=True):
+    """The log viewer's filters, as the run page's URL carries them."""
+
+    source: str = ""
+    level: str = ""
+    search: str = ""
+
+    @classmethod
+    def of(cls, source: str, level: str, search: str) -> LogView:
+        return cls(source, level if level in service.LOG_LEVELS else "", search.strip()[:200])
+
+    def query(self, **extra) -> str:
+        values = {"source": self.source, "level": self.level, "log_search": self.search, **extra}
+        return urllib.parse.urlencode({k: v for k, v in values.items() if v not in ("", None)})
+
+    @property
+    def narrowed(self) -> bool:
+        return bool(self.source or self.level or self.search)
+
+
+def _log_tail_url(run_id: int, view: LogView, after: int, sources: int) -> str:
+    return f"{RUNS}/{run_id}/logs?{view.query(after=after, sources=sources)}"
 
 
 def _finished_a_while_ago(run: RunInfo) -> bool:
@@ -328,26 +379,43 @@ def _finished_a_while_ago(run: RunInfo) -> bool:
 
 
 async def _logs_context(
-    request: Request, settings: Settings, run: RunInfo, source: str, after: int, known_sources: int | None
+    request: Request,
+    settings: Settings,
+    run: RunInfo,
+    view: LogView,
+    after: int,
+    known_sources: int | None,
+    line: int | None = None,
 ) -> dict:
     actor = _actor(request)
     sources = await service.log_sources(actor, run.id)
-    # The first view of a long log opens on its last lines; the tail then follows new ones.
-    start = await views.log_tail_start(run.id, source or None, LOG_BATCH) if known_sources is None else 0
+    chosen = service.log_lines_of(run.id, source=view.source or None, level=view.level, search=view.search)
+    # The first view of a long log opens on its last lines (or around the line a link names); the
+    # tail then follows new ones.
+    start = 0
+    if known_sources is None:
+        if line:
+            start = await views.log_start_before(chosen, line, LOG_BATCH // 2)
+        else:
+            start = await views.log_tail_start(chosen, LOG_BATCH)
     after = max(after, start)
-    lines = await service.run_logs(actor, run.id, source=source or None, after=after, limit=LOG_BATCH)
+    lines = await service.run_logs(
+        actor, run.id, source=view.source or None, level=view.level, search=view.search, after=after, limit=LOG_BATCH
+    )
     last = lines[-1][0] if lines else after
     more = len(lines) == LOG_BATCH
     # Keep following while the run is live, for a moment after it ended, or while a backlog remains.
     follow = more or not _finished_a_while_ago(run) or bool(lines)
     return {
         "run": run,
-        "lines": [line for _, line in lines],
-        "source": source,
+        "lines": lines,
+        "view": view,
+        "levels": {"": "all levels", "warn": "warnings and errors", "error": "errors"},
+        "source": view.source,
         "sources": sources,
         "skipped": start > 0,
         "sources_changed": known_sources is not None and known_sources != len(sources),
-        "tail_url": _log_tail_url(run.id, source, last, len(sources)) if follow else None,
+        "tail_url": _log_tail_url(run.id, view, last, len(sources)) if follow else None,
         "tail_delay": "100ms" if more else "1s",
         "clock": views.clock(settings.timezone),
     }
@@ -361,20 +429,31 @@ async def run_page(
     source: FromQuery[str] = "",
     group: FromQuery[str] = "A",
     page_number: Annotated[int, QueryParameter(name="page")] = 1,
+    sort: FromQuery[str] = "",
+    search: FromQuery[str] = "",
+    level: FromQuery[str] = "",
+    log_search: FromQuery[str] = "",
+    line: FromQuery[int | None] = None,
 ) -> Template:
+    """The run page; its URL carries the output view (group, page, sort, search) and the log view
+    (source, level, log_search, and line: open the log around that line)."""
     run = await _run(request, run_id)
+    output = {"group": group, "page_number": page_number, "sort": sort, "search": search}
     return page(
         request,
         "jobs/run_page.html",
-        **await _live_context(request, run, settings, group, page_number),
-        logs=await _logs_context(request, settings, run, source, 0, None),
+        **await _live_context(request, run, output),
+        logs=await _logs_context(request, settings, run, LogView.of(source, level, log_search), 0, None, line),
     )
 
 
 @get(f"{RUNS}/{{run_id:int}}/live", opt=access(COORDINATOR), include_in_schema=False)
-async def run_live(request: Request, run_id: FromPath[int], settings: NamedDependency[Settings]) -> Template:
+async def run_live(request: Request, run_id: FromPath[int]) -> Template:
+    """The run page's live part, polled while the run is queued or running. The answer that first
+    sees it ended also clears the page's messages ("Run 5 queued." is over by then)."""
     run = await _run(request, run_id)
-    return page(request, "jobs/_run_live.html", **await _live_context(request, run, settings))
+    context = await _live_context(request, run)
+    return page(request, "jobs/_run_live.html", **context, clear_flashes=not context["active"])
 
 
 @get(f"{RUNS}/{{run_id:int}}/logs", opt=access(COORDINATOR), include_in_schema=False)
@@ -383,12 +462,15 @@ async def run_logs(
     run_id: FromPath[int],
     settings: NamedDependency[Settings],
     source: FromQuery[str] = "",
+    level: FromQuery[str] = "",
+    log_search: FromQuery[str] = "",
     after: FromQuery[int] = 0,
     sources: FromQuery[int | None] = None,
 ) -> Template:
     """New log lines after ``after`` and the next tail; ``after=0`` without a tail is the whole panel."""
     run = await _run(request, run_id)
-    logs = await _logs_context(request, settings, run, source, max(0, after), sources)
+    view = LogView.of(source, level, log_search)
+    logs = await _logs_context(request, settings, run, view, max(0, after), sources)
     template = "jobs/_log_lines.html" if sources is not None else "jobs/_logs.html"
     return page(request, template, run=run, logs=logs)
 
@@ -419,12 +501,13 @@ async def download_logs(request: Request, run_id: FromPath[int], source: FromQue
 async def run_output(
     request: Request,
     run_id: FromPath[int],
-    settings: NamedDependency[Settings],
     group: FromQuery[str] = "A",
     page_number: Annotated[int, QueryParameter(name="page")] = 1,
+    sort: FromQuery[str] = "",
+    search: FromQuery[str] = "",
 ) -> Template:
     run = await _run(request, run_id)
-    context = await _output_context(request, run, settings, group, page_number)
+    context = await _output_context(request, run, group, page_number, sort, search)
     return page(request, "jobs/_output.html", run=run, **context)
 
 
@@ -470,8 +553,24 @@ async def download_parameter(
     return parameters.download(run_id, group, key, dtype, data, format)
 
 
+class CancelForm(msgspec.Struct):
+    # The list the button was pressed in (its filters and page), to return to it.
+    back: str = ""
+
+
+def _back_to_list(back: str) -> str | None:
+    """A Runs or Jobs list URL of this appliance, or None (never a redirect elsewhere)."""
+    path = urllib.parse.urlsplit(back)
+    if path.scheme or path.netloc or path.path not in (RUNS, JOBS):
+        return None
+    return back
+
+
 @post(f"{RUNS}/{{run_id:int}}/cancel", opt=access(COORDINATOR), include_in_schema=False)
-async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDependency[Settings]) -> Response:
+async def cancel_run(
+    request: Request, run_id: FromPath[int], data: Form[CancelForm]
+) -> Response:
+    """Cancel a queued or running run, from its page (which updates in place) or from a list row."""
     try:
         run = await service.cancel_run(_actor(request), run_id, coordinator_of(request))
         message, level = f"Run {run_id} cancelled.", "success"
@@ -480,8 +579,10 @@ async def cancel_run(request: Request, run_id: FromPath[int], settings: NamedDep
     except ServiceError as exc:
         run = await _run(request, run_id)
         message, level = str(exc), "error"
+    if back := _back_to_list(data.back):
+        return _hx_redirect(request, back, message, level)
     if is_htmx(request):
-        context = await _live_context(request, run, settings)
+        context = await _live_context(request, run)
         return page(request, "jobs/_run_live.html", **context, oob_flashes=[(level, message)])
     return redirect(f"{RUNS}/{run_id}", message, level)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
@@ -63,6 +64,7 @@ class StageRow:
     bytes: int
     stalled: int = 0
     backups: int = 0
+    stage: int = 0  # its index (INPUT_STAGE for the input function): the stage page's address
 
     @property
     def percent(self) -> int:
@@ -74,7 +76,9 @@ def progress_by_group(progress: list[StageProgress]) -> list[tuple[str, list[Sta
     groups: dict[str, list[StageRow]] = {}
     for p in sorted(progress, key=lambda p: (p.group, p.stage)):
         groups.setdefault(p.group, []).append(
-            StageRow(stage_name(p.stage, p.kind), p.total, p.done, p.running, p.emits, p.bytes, p.stalled, p.backups)
+            StageRow(
+                stage_name(p.stage, p.kind), p.total, p.done, p.running, p.emits, p.bytes, p.stalled, p.backups, p.stage
+            )
         )
     return list(groups.items())
 
@@ -100,6 +104,7 @@ class WorkerRow:
     worker_id: str
     places: list[str] = field(default_factory=list)  # "A/0" for rank 0 of group A
     bars: list[Bar] = field(default_factory=list)
+    adapter: str = ""  # its WebGPU adapter ("" without one)
 
     @property
     def label(self) -> str:
@@ -173,7 +178,8 @@ def _title(span: _Span) -> str:
     return " · ".join(parts)
 
 
-def _layout(spans: list[_Span]) -> Timeline:
+def _layout(spans: list[_Span], adapters: dict[str, str]) -> Timeline:
+    """One row per worker; ``adapters`` names each worker's WebGPU adapter."""
     if not spans:
         return Timeline(rows=[], seconds=0.0)
     origin = min(s.start for s in spans)
@@ -186,7 +192,7 @@ def _layout(spans: list[_Span]) -> Timeline:
         if s.worker_id not in order or key < order[s.worker_id]:
             order[s.worker_id] = key
     for s in sorted(spans, key=lambda s: s.start):
-        row = rows.setdefault(s.worker_id, WorkerRow(s.worker_id))
+        row = rows.setdefault(s.worker_id, WorkerRow(s.worker_id, adapter=adapters.get(s.worker_id, "")))
         place = f"{s.group}/{s.rank}"
         if place not in row.places:
             row.places.append(place)
@@ -239,13 +245,13 @@ def live_timeline(active, clock: float | None = None) -> Timeline:
                     execution.kind(task.stage),
                 )
             )
-    return _layout(spans)
+    return _layout(spans, active.adapters)
 
 
 def finished_timeline(tasks: list[TaskInfo], spec: JobSpec) -> Timeline:
     """The timeline of a finished run from its task rows."""
     if not tasks:
-        return _layout([])
+        return _layout([], {})
     origin = min(t.started_at for t in tasks)
 
     def at(value: dt.datetime) -> float:
@@ -273,22 +279,30 @@ def finished_timeline(tasks: list[TaskInfo], spec: JobSpec) -> Timeline:
         )
         for t in tasks
     ]
-    return _layout(spans)
+    return _layout(spans, {t.worker_id: t.gpu_adapter for t in tasks})
 
 
 # -- logs -----------------------------------------------------------------------------------
 
 
-async def log_tail_start(run_id: int, source: str | None, count: int) -> int:
-    """The log line id after which a run's last ``count`` lines (of one source) begin; 0 for all of them.
+async def log_tail_start(lines, count: int) -> int:
+    """The log line id after which the last ``count`` of ``lines`` (service.log_lines_of) begin; 0 for all.
 
     The run page opens on the end of a long log (the whole log is a download). The caller has
     checked that the run is the actor's (service.log_sources).
     """
-    query = RunLog.select(RunLog.id).where(RunLog.run == run_id)
-    if source:
-        query = query.where(RunLog.source == source)
-    row = await query.order_by(RunLog.id, ascending=False).offset(count).limit(1).first()
+    return await _id_before_last(lines, count)
+
+
+async def log_start_before(lines, line_id: int, count: int) -> int:
+    """The log line id after which a view opens to show line ``line_id`` with ``count`` lines before it."""
+    return await _id_before_last(lines & (RunLog.id < line_id), count)
+
+
+async def _id_before_last(lines, count: int) -> int:
+    """The id of the line just before the last ``count`` of ``lines``; 0 if there are no more."""
+    query = RunLog.select(RunLog.id).where(lines).order_by(RunLog.id, ascending=False)
+    row = await query.offset(count).limit(1).first()
     return row["id"] if row else 0
 
 
@@ -312,20 +326,88 @@ def cell(value) -> str:
     return value if isinstance(value, str) else msgspec.json.encode(value).decode()
 
 
+OUTPUT_SORTS = {
+    "key": "key, A to Z",
+    "-key": "key, Z to A",
+    "value": "value, low to high",
+    "-value": "value, high to low",
+}
+# A sorted or searched view reads at most this many records of the group (the downloads have all).
+OUTPUT_SCAN_LIMIT = 100_000
+
+
 @dataclass
 class OutputPage:
     group: str
     page: int
     records: list[tuple[str, str]]
     has_next: bool
+    # Records of the group (from the run's output index); None when unknown.
+    total: int | None = None
+    sort: str = ""
+    search: str = ""
+    # With a search: how many records match; whether the scan stopped at OUTPUT_SCAN_LIMIT.
+    matched: int | None = None
+    truncated: bool = False
 
     @property
     def first_index(self) -> int:
         return (self.page - 1) * OUTPUT_PAGE_SIZE + 1
 
+    def query(self, **changes) -> str:
+        """The URL query of this view (group, page, sort, search) with ``changes``; empty ones left out."""
+        values = {"group": self.group, "page": self.page, "sort": self.sort, "search": self.search, **changes}
+        return urllib.parse.urlencode({k: v for k, v in values.items() if v not in ("", None, 1) or k == "group"})
 
-async def output_page(records: AsyncIterator, group: str, page: int) -> OutputPage:
-    """Records ``(page-1)*100 .. page*100`` of a group's output (read from the start; the rest is not read)."""
+    @property
+    def pages(self) -> int | None:
+        count = self.matched if self.search else self.total
+        return None if count is None else max(1, -(-count // OUTPUT_PAGE_SIZE))
+
+
+def _order(value) -> tuple:
+    """Numbers by value, then strings, then anything else by its JSON."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, value, "")
+    if isinstance(value, str):
+        return (1, 0, value)
+    return (2, 0, cell(value))
+
+
+async def output_page(
+    records: AsyncIterator, group: str, page: int, *, sort: str = "", search: str = "", total: int | None = None
+) -> OutputPage:
+    """Records ``(page-1)*100 .. page*100`` of a group's output. Unsorted and unsearched, only the
+    records up to the page are read; sorted or searched, the first OUTPUT_SCAN_LIMIT are."""
+    sort = sort if sort in OUTPUT_SORTS else ""
+    if not sort and not search:
+        return await _stream_page(records, group, page, total)
+    needle = search.lower()
+    found: list[tuple[object, object, str, str]] = []
+    scanned, truncated = 0, False
+    try:
+        async for key, value in records:
+            if scanned == OUTPUT_SCAN_LIMIT:
+                truncated = True
+                break
+            scanned += 1
+            shown = (cell(key), cell(value))
+            if not needle or needle in shown[0].lower() or needle in shown[1].lower():
+                found.append((key, value, *shown))
+    finally:
+        await records.aclose()
+    if sort:
+        field = 0 if sort.endswith("key") else 1
+        found.sort(key=lambda r: _order(r[field]), reverse=sort.startswith("-"))
+    last_page = max(1, -(-len(found) // OUTPUT_PAGE_SIZE))
+    page = min(page, last_page)
+    skip = (page - 1) * OUTPUT_PAGE_SIZE
+    rows = [(r[2], r[3]) for r in found[skip : skip + OUTPUT_PAGE_SIZE]]
+    has_next = skip + OUTPUT_PAGE_SIZE < len(found)
+    return OutputPage(group, page, rows, has_next, total, sort, search, len(found) if search else None, truncated)
+
+
+async def _stream_page(records: AsyncIterator, group: str, page: int, total: int | None) -> OutputPage:
     skip = (page - 1) * OUTPUT_PAGE_SIZE
     rows: list[tuple[str, str]] = []
     has_next = False
@@ -340,4 +422,4 @@ async def output_page(records: AsyncIterator, group: str, page: int) -> OutputPa
             index += 1
     finally:
         await records.aclose()
-    return OutputPage(group, page, rows, has_next)
+    return OutputPage(group, page, rows, has_next, total)

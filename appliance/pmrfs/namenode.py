@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 import msgspec
+from piccolo.query.functions.aggregate import Count, Sum
 
 from appliance.clock import now
 from appliance.pmrfs.blobstore import BlobStore
@@ -366,3 +367,10 @@ async def billing_owner(sha: str) -> tuple[int, bool] | None:
     if row is None:
         return None
     return (await _blob_owners([row["id"]])).get(row["id"])
+
+
+async def totals() -> dict[str, int]:
+    """How much PMRFS holds: distinct blobs and their bytes, and the replicas of them in browsers."""
+    blobs = await Blob.select(Count(Blob.id).as_alias("n"), Sum(Blob.size).as_alias("bytes")).first()
+    in_browsers = await Replica.count().where(Replica.holder != APPLIANCE)
+    return {"blobs": blobs["n"] or 0, "bytes": blobs["bytes"] or 0, "browser_replicas": in_browsers}

@@ -12,11 +12,12 @@ MAX_KEY_BYTES = 1024
 MAX_BUCKETS_PER_ACCOUNT = 20
 # Buckets the appliance makes for accounts (job outputs) are named with this prefix.
 RESERVED_PREFIX = "peermr-"
+RUNS_BUCKET_PREFIX = f"{RESERVED_PREFIX}runs-"
 
 
 def runs_bucket_name(account_id: int) -> str:
     """The bucket holding an account's job run outputs."""
-    return f"{RESERVED_PREFIX}runs-{account_id}"
+    return f"{RUNS_BUCKET_PREFIX}{account_id}"
 
 
 class InvalidName(InvalidRequest):

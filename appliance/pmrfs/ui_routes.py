@@ -22,7 +22,7 @@ from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.pmrfs import service
 from appliance.pmrfs.api_routes import object_key
-from appliance.pmrfs.names import check_key
+from appliance.pmrfs.names import RUNS_BUCKET_PREFIX, check_key
 from appliance.web.errors import CSRF_FAILURE
 from appliance.web.formatting import human_bytes
 from appliance.web.rendering import is_htmx, page, redirect
@@ -67,6 +67,7 @@ async def _storage_page(request: Request, *, status_code: int = 200, error: str 
         error=error,
         form=form or BucketForm(private="true"),
         show_owner=actor.is_admin,
+        runs_prefix=RUNS_BUCKET_PREFIX,
     )
 
 

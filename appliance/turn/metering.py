@@ -130,6 +130,14 @@ async def totals_since(since: dt.datetime) -> dict[str, tuple[int, int]]:
     return {r["account"]: (int(r["to_peer"] or 0), int(r["from_peer"] or 0)) for r in rows}
 
 
+async def relayed_total() -> int:
+    """Payload bytes relayed so far in both directions, as last written (the Overview plots its growth)."""
+    row = await RelayUsage.select(
+        Sum(RelayUsage.bytes_to_peer).as_alias("to_peer"), Sum(RelayUsage.bytes_from_peer).as_alias("from_peer")
+    ).first()
+    return int(row["to_peer"] or 0) + int(row["from_peer"] or 0) if row else 0
+
+
 class AllocationTotal(msgspec.Struct, frozen=True):
     """One allocation's cumulative relayed payload bytes (both directions) as last written, for billing."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.config import Settings, parse_cidrs
 from appliance.errors import InvalidRequest
@@ -65,6 +66,7 @@ class TurnService:
             policy = self._build_policy(allowed, denied)
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
+        before = await self.rules()
         values = {PeerRules.allowed: allowed.strip(), PeerRules.denied: denied.strip(), PeerRules.updated_at: now()}
         async with PeerRules._meta.db.transaction():
             if await PeerRules.exists():
@@ -72,6 +74,12 @@ class TurnService:
             else:
                 await PeerRules.insert(PeerRules(allowed=allowed.strip(), denied=denied.strip(), updated_at=now()))
         self._policy = policy
+        await audit.note(
+            "settings.relay_peers",
+            "TURN relay peer rules",
+            {"allowed": before[0], "denied": before[1]},
+            {"allowed": allowed.strip(), "denied": denied.strip()},
+        )
 
     def ice_servers(self, account_id: int, run_id: int | None = None) -> list[dict]:
         host = urlsplit(self.settings.base_url).hostname or "localhost"

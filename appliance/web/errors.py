@@ -22,7 +22,7 @@ from litestar.response import Redirect
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from appliance.accounts.auth import API_PREFIX, PasswordChangeRequired
-from appliance.errors import ServiceError
+from appliance.errors import ServiceError, TooManyRequests
 from appliance.web.rendering import is_htmx, page, redirect
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,11 @@ def not_found(request: Request, exc: NotFoundException) -> Response:
 
 
 def http_error(request: Request, exc: HTTPException) -> Response:
+    if exc.status_code == 429 and not _wants_json(request):
+        # A rate limit met by a dashboard form: the message where the page shows messages.
+        response = service_error(request, TooManyRequests(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
     if _wants_json(request) or exc.status_code < 500:
         return Response(
             {"status_code": exc.status_code, "detail": exc.detail, **({"extra": exc.extra} if exc.extra else {})},

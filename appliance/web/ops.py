@@ -1,4 +1,4 @@
-"""Operational endpoints: health, Prometheus metrics, and the request metrics middleware."""
+"""Operational endpoints: health and the request metrics middleware (GET /metrics: metrics/routes.py)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,12 @@ from litestar import Response, get
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import Counter, Histogram
 
 from appliance import __version__
 from appliance.accounts import users
 from appliance.accounts.auth import PUBLIC, access
 
-BUILD_INFO = Gauge("peermr_build_info", "Appliance version", ["version"])
-ACCOUNTS = Gauge("peermr_accounts", "Active accounts by role", ["role"])
 REQUESTS = Counter("peermr_http_requests_total", "HTTP requests served", ["method", "status"])
 LATENCY = Histogram("peermr_http_request_seconds", "HTTP request latency", ["method"])
 
@@ -33,14 +25,6 @@ async def healthz() -> Response:
     except Exception as exc:  # the database is unreachable: not healthy
         return Response({"status": "unavailable", "detail": str(exc)}, status_code=503)
     return Response({"status": "ok", "version": __version__})
-
-
-@get("/metrics", opt={**access(PUBLIC), "exclude_from_csrf": True}, include_in_schema=False)
-async def metrics() -> Response:
-    BUILD_INFO.labels(__version__).set(1)
-    for role, count in (await users.count_by_role()).items():
-        ACCOUNTS.labels(role).set(count)
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 class RequestMetricsMiddleware(ASGIMiddleware):
@@ -63,4 +47,4 @@ class RequestMetricsMiddleware(ASGIMiddleware):
             LATENCY.labels(scope["method"]).observe(time.perf_counter() - started)
 
 
-ROUTES = [healthz, metrics]
+ROUTES = [healthz]

@@ -98,6 +98,46 @@
     return random;
   }
 
+  // --- fingerprints -------------------------------------------------------------------------------
+
+  // 64 bits (two splitmix lanes, as hex) of a value's exact contents: the bytes of typed arrays and
+  // of tensors (anything with dataSync() and a shape, as TF.js tensors have), with their types and
+  // shapes, and of JSON-like values. Equal values give equal fingerprints on every rank.
+  function fingerprint(value, caller) {
+    let a = 0x2545f491, b = 0x6c8e9cf5;
+    const word = w => { a = mix(a, w); b = mix(b, w ^ 0x5bd1e995); };
+    const text = s => { word(s.length); for (let i = 0; i < s.length; i++) word(s.charCodeAt(i)); };
+    const bytes = (kind, view) => {
+      text(kind);
+      word(view.length);
+      const whole = view.length >> 2;
+      const words = view.byteOffset % 4 ? new Uint32Array(view.slice(0, whole * 4).buffer) : new Uint32Array(view.buffer, view.byteOffset, whole);
+      for (let i = 0; i < whole; i++) word(words[i]);
+      for (let i = whole * 4; i < view.length; i++) word(view[i]);
+    };
+    const walk = v => {
+      if (v instanceof ArrayBuffer) return bytes('ArrayBuffer', new Uint8Array(v));
+      if (ArrayBuffer.isView(v)) return bytes(v.constructor.name, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+      if (typeof v?.dataSync === 'function' && Array.isArray(v.shape)) {
+        text(`tensor ${v.dtype} [${v.shape}]`);
+        return walk(v.dataSync());
+      }
+      if (Array.isArray(v)) {
+        text(`array ${v.length}`);
+        return v.forEach(walk);
+      }
+      if (v !== null && typeof v === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(v))) {
+        const keys = Object.keys(v).sort();
+        text(`object ${keys.length}`);
+        return keys.forEach(key => { text(key); walk(v[key]); });
+      }
+      if (v === null || ['number', 'bigint', 'string', 'boolean'].includes(typeof v)) return text(`${typeof v} ${v}`);
+      throw new TypeError(`${caller}: cannot compare ${v?.constructor?.name || typeof v} values (give tensors, typed arrays or JSON values)`);
+    };
+    walk(value);
+    return [a, b].map(h => h.toString(16).padStart(8, '0')).join('');
+  }
+
   // --- collectives --------------------------------------------------------------------------------
 
   class PeerLostError extends Error {
@@ -225,11 +265,13 @@
     }
 
     // Ring all-gather: each value travels ranks - 1 hops to the right.
-    async function allGather(data, tag) {
+    const allGather = (data, tag) => gather('allGather', data, tag);
+
+    async function gather(kind, data, tag) {
       const values = new Array(ranks);
       values[rank] = data;
       if (ranks === 1) return values;
-      return run('allGather', tag, async io => {
+      return run(kind, tag, async io => {
         const left = mod(rank - 1);
         for (let step = 0; step < ranks - 1; step++) {
           const [, received] = await Promise.all([io.send(mod(rank + 1), step, values[mod(rank - step)]), io.receive(left, step)]);
@@ -239,11 +281,32 @@
       });
     }
 
+    // Whether every rank holds the same values (a model's weights, say): the ranks gather each
+    // other's fingerprints of them, so every rank sees a difference and raises. Resolves to the
+    // fingerprint they share.
+    async function assertReplicaIntegrity(values, tag) {
+      const items = Array.isArray(values) ? values : [values];
+      const own = items.map(item => fingerprint(item, 'assertReplicaIntegrity'));
+      const all = await gather('assertReplicaIntegrity', own, tag);
+      const holders = new Map();  // the ranks' fingerprints, joined -> the ranks that hold them
+      all.forEach((prints, r) => holders.set(prints.join(), [...holders.get(prints.join()) || [], r]));
+      if (holders.size === 1) return fingerprint(own, 'assertReplicaIntegrity');
+      const sets = [...holders.values()].map(rs => `[${rs.join(', ')}]`);
+      const differing = own.map((print, i) => all.some(prints => prints[i] !== print)).map((d, i) => d ? i : -1)
+        .filter(i => i >= 0);
+      const where = all.some(prints => prints.length !== own.length)
+        ? `they hold ${[...new Set(all.map(prints => prints.length))].join(' or ')} values`
+        : `values[${differing[0]}] differs${differing.length > 1 ? ` (and ${differing.length - 1} more)` : ''}`;
+      const error = new Error(`assertReplicaIntegrity: the replicas differ: ${where}; ranks with the same values: ${sets.join(', ')}`);
+      error.name = 'ReplicaMismatchError';
+      throw error;
+    }
+
     function peerLost(lost, reason) {
       for (const call of running) call.fail(new PeerLostError(lost, group, call.during, reason));
     }
 
-    return {barrier, broadcast, allReduce, allGather, peerLost};
+    return {barrier, broadcast, allReduce, allGather, assertReplicaIntegrity, peerLost};
   }
 
   globalThis.peermrCollectives = Object.freeze({encodePayload, decodePayload, shard, rng, create, PeerLostError});

@@ -1,6 +1,7 @@
 // The worker runtime: keeps this tab connected to the appliance as a worker.
 // Protocol: docs/protocol.md ("Worker WebSocket").
 import {BlobStore} from './blobstore.js';
+import {Courtesy} from './courtesy.js';
 import {DataNode} from './datanode.js';
 import {Peers, decodeFrame, encodeFrame} from './peers.js';
 import {TaskRunner} from './tasks.js';
@@ -22,10 +23,20 @@ let socket = null;
 let nextId = 1;
 let attempts = 0;
 let mayReconnect = true;
-let paused = false;
+let userPaused = false;   // the employee pressed Pause
+let pauseReason = '';     // why the tab does not take tasks ('' while it does)
 let iceServers = [];
 
-const state = window.peermrWorker = {connected: false, workerId, account: null, state: null, error: null, tasksStarted: 0};
+const state = window.peermrWorker = {
+  connected: false, workerId, account: null, state: null, error: null, tasksStarted: 0, capacity: 1, pauseReason: '',
+};
+const panel = $('worker').dataset;
+const courtesy = new Courtesy({
+  adminShare: Number(panel.coreShare),
+  hoursFrom: panel.hoursFrom,
+  hoursTo: panel.hoursTo,
+  onChange: () => applyCourtesy(),
+});
 
 function show(connection, cls) {
   $('connection').textContent = connection;
@@ -39,25 +50,40 @@ function formatBytes(n) {
   return `${i ? n.toFixed(1) : n} ${units[i]}`;
 }
 
+let storedSent = '';
+
 async function refreshStored() {
   const {blobs, bytes} = await store.usage();
   $('stored').textContent = `${blobs} blob${blobs === 1 ? '' : 's'}, ${formatBytes(bytes)}`;
+  // The dashboard's Workers view shows the same (sent when it changed, or after a reconnect).
+  if (`${blobs}/${bytes}` !== storedSent && send({type: 'stored', blobs, bytes})) storedSent = `${blobs}/${bytes}`;
 }
 
-async function gpuCapabilities() {
-  if (!navigator.gpu) return null;
-  try {
-    const adapter = await navigator.gpu.requestAdapter();
-    if (!adapter) return null;
-    const info = adapter.info || (adapter.requestAdapterInfo ? await adapter.requestAdapterInfo() : {});
-    const limits = {};
-    for (const name in adapter.limits) limits[name] = adapter.limits[name];
-    const infoOut = {};
-    for (const name of ['vendor', 'architecture', 'device', 'description']) if (info[name]) infoOut[name] = String(info[name]);
-    return {info: infoOut, features: [...adapter.features], limits};
-  } catch (e) {
-    return null;
-  }
+// The adapter a Web Worker of this tab gets (see gpu-probe.js), asked once per page load.
+let gpuProbe = null;
+function gpuCapabilities() {
+  gpuProbe ??= new Promise(resolve => {
+    let probe;
+    try {
+      probe = new Worker(new URL('./gpu-probe.js', import.meta.url));
+    } catch {
+      return resolve(null);
+    }
+    const done = value => { clearTimeout(timer); probe.terminate(); resolve(value); };
+    const timer = setTimeout(() => done(null), 15_000);
+    probe.onmessage = event => done(event.data);
+    probe.onerror = () => done(null);
+  }).then(gpu => {
+    showGpu(gpu);
+    return gpu;
+  });
+  return gpuProbe;
+}
+
+function showGpu(gpu) {
+  const name = gpu && ([gpu.info.vendor, gpu.info.architecture].filter(Boolean).join(' ') || 'WebGPU');
+  $('gpu').textContent = gpu ? `${name}${gpu.fallback ? ' (software)' : ''}` : 'none';
+  $('gpu-note').hidden = Boolean(gpu);
 }
 
 async function capabilities() {
@@ -70,7 +96,36 @@ async function capabilities() {
     visibility: document.visibilityState === 'hidden' ? 'hidden' : 'visible',
     storageQuota: Math.floor(estimate.quota || 0),
     storageUsage: Math.floor(estimate.usage || 0),
+    ...conditions(),
   };
+}
+
+function conditions() {
+  return {capacity: courtesy.capacity, power: courtesy.power, pressure: courtesy.pressure};
+}
+
+// The employee's pause or the machine's conditions changed: tell the appliance, and say why on the page.
+function applyCourtesy() {
+  state.capacity = tasks.capacity = courtesy.capacity;
+  $('share').max = Math.round(courtesy.adminShare * 100);
+  // Not while the employee is typing a new share in it.
+  if (document.activeElement !== $('share')) $('share').value = Math.round(courtesy.share * 100);
+  $('capacity').textContent = `at most ${courtesy.capacity} task${courtesy.capacity === 1 ? '' : 's'} at once ` +
+    `(${Math.round(courtesy.share * 100)} % of ${courtesy.cores} core${courtesy.cores === 1 ? '' : 's'})`;
+  const reason = userPaused ? 'by its user' : courtesy.pauseReason;
+  if (reason !== pauseReason) {
+    pauseReason = state.pauseReason = reason;
+    send(reason ? {type: 'pause', id: nextId++, reason} : {type: 'resume', id: nextId++});
+    if (!reason && state.state === 'paused') setState(tasks.tasks.size ? 'busy' : 'idle');  // the appliance confirms
+  }
+  send({type: 'conditions', ...conditions()});
+  showContribution();
+}
+
+function showContribution() {
+  const seconds = Math.round(tasks.taskMs / 1000);
+  $('contributed').textContent = `${tasks.taskCount} task${tasks.taskCount === 1 ? '' : 's'}, ` +
+    `${seconds} CPU second${seconds === 1 ? '' : 's'} since this page opened`;
 }
 
 // True when the message went (false while the connection is away).
@@ -93,8 +148,8 @@ const handlers = {
     state.account = m.account;
     show('connected', 'status-connected');
     $('pause').disabled = false;
-    if (paused) send({type: 'pause', id: nextId++});
-    setState(paused ? 'paused' : tasks.tasks.size ? 'busy' : 'idle');
+    if (pauseReason) send({type: 'pause', id: nextId++, reason: pauseReason});
+    setState(pauseReason ? 'paused' : tasks.tasks.size ? 'busy' : 'idle');
     tasks.resend();
   },
   ping(m) { send({type: 'pong', id: m.id}); },
@@ -102,6 +157,10 @@ const handlers = {
   state(m) { setState(m.state); },
   disconnect(m) {
     mayReconnect = m.reconnect !== false;
+    // Not working for the appliance any more: say so at once, and Pause means nothing now.
+    state.connected = false;
+    $('pause').disabled = true;
+    if (!tasks.tasks.size) setState('offline');
     $('note').textContent = `The appliance closed this connection: ${m.reason}.` +
       (mayReconnect ? '' : ' Reload the page to join again.');
   },
@@ -141,8 +200,11 @@ async function answerProbe(offer) {
 
 function setState(value) {
   state.state = value;
-  $('state').textContent = {idle: 'waiting for work', busy: 'running a task', paused: 'paused'}[value] || value;
-  $('pause').textContent = value === 'paused' ? 'Resume' : 'Pause';
+  const paused = pauseReason && !userPaused ? `paused: ${pauseReason}` : 'paused';
+  const words = {idle: 'waiting for work', busy: 'running a task', paused, offline: 'nothing: not connected'};
+  $('state').textContent = words[value] || value;
+  $('pause').textContent = userPaused ? 'Resume' : 'Pause';
+  showContribution();
 }
 
 async function connect() {
@@ -153,6 +215,8 @@ async function connect() {
   socket.onopen = async () => {
     const hello = {type: 'hello', id: nextId++, workerId, capabilities: await capabilities()};
     send({...hello, blobs: await store.keys(), tasks: tasks.held()});
+    storedSent = '';
+    await refreshStored();
   };
   socket.onmessage = event => {
     let message, payload;
@@ -171,6 +235,7 @@ async function connect() {
     state.connected = false;
     // Tasks run on: the next hello names them, and the appliance takes their reports or cancels them.
     $('pause').disabled = true;
+    if (!tasks.tasks.size) setState('offline');
     if (!mayReconnect) {
       show('disconnected', 'status-disconnected');
       return;
@@ -187,12 +252,16 @@ document.addEventListener('visibilitychange', () =>
   send({type: 'visibility', state: document.visibilityState === 'hidden' ? 'hidden' : 'visible'}));
 
 $('pause').addEventListener('click', () => {
-  paused = state.state !== 'paused';
-  send({type: paused ? 'pause' : 'resume', id: nextId++});
+  userPaused = !userPaused;
+  applyCourtesy();
 });
+
+$('share').addEventListener('change', () => courtesy.setShare(Number($('share').value) / 100));
 
 $('clear').addEventListener('click', async () => {
   const dropped = await store.keys();
+  const what = dropped.length ? `the ${dropped.length} blob(s) this tab stores` : 'what this tab stores';
+  if (!confirm(`Delete ${what} for the appliance? It cannot be undone.`)) return;
   store = await store.clear();
   if (dropped.length) send({type: 'blobs-dropped', sha256: dropped});
   await refreshStored();
@@ -210,10 +279,17 @@ const peers = new Peers({getStore: () => store, send, sendBinary, datanode});
 const tasks = new TaskRunner({
   getStore: () => store,
   send,
-  onBusy: busy => state.state !== 'paused' && setState(busy ? 'busy' : 'idle'),
+  onBusy: busy => {
+    courtesy.busy = busy;
+    if (state.state !== 'paused') setState(busy ? 'busy' : state.connected ? 'idle' : 'offline');
+    applyCourtesy();
+  },
   onChange: () => refreshStored(),
   peers,
+  capacity: courtesy.capacity,
 });
 $('worker-id').textContent = workerId;
 await refreshStored();
+await courtesy.start();
+applyCourtesy();
 connect();

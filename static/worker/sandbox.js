@@ -610,6 +610,7 @@
       broadcast: (root, data, tag) => task.collectives.broadcast(root, data, tag),
       allReduce: (array, op, tag) => task.collectives.allReduce(array, op, tag),
       allGather: (data, tag) => task.collectives.allGather(data, tag),
+      assertReplicaIntegrity: (values, tag) => task.collectives.assertReplicaIntegrity(values, tag),
       ps,
       shard: items => collectives.shard(items, spec.rank, spec.workerCount),
       // A new generator at each call: the same numbers for the same stream (0 unless given).

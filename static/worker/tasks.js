@@ -68,7 +68,11 @@ export class TaskRunner {
   // the first task starts and when the last one ends;
   // onChange: called once a finished task's output blobs are in the store (optional); peers: the
   // page's Peers (static/worker/peers.js), without which tasks cannot message each other.
-  constructor({getStore, send, onBusy = () => {}, onChange = () => {}, peers = null}) {
+  // capacity: how many Web Workers (tasks and spares) may run at once (the tab's share of the cores).
+  constructor({getStore, send, onBusy = () => {}, onChange = () => {}, peers = null, capacity = 1}) {
+    this.capacity = capacity;
+    this.taskCount = 0;        // tasks run here since the page loaded,
+    this.taskMs = 0;           // and the time their Web Workers ran
     this.getStore = getStore;
     this.send = send;
     this.peers = peers;
@@ -81,13 +85,17 @@ export class TaskRunner {
     this.putUrls = new Map();  // task-put-url id -> {task, id (the sandbox's)}
     this.nextId = 1;
     // Sandbox script URL -> a Web Worker started from it ahead of the run's next task here (when the
-    // run starts, and when a task that another follows ends), with what it said while it loaded
+    // run starts, and when a task that another follows starts), with what it said while it loaded
     // (the job scripts' top level). Each task still gets fresh globals, without waiting for a worker
     // to start and load the scripts.
     this.spares = new Map();
   }
 
+  // Web Workers alive: the tasks' and the spares'.
+  get live() { return this.tasks.size + this.spares.size; }
+
   spare(script) {
+    if (this.live >= this.capacity) return;  // the task then starts its own when it comes
     const worker = new Worker(script);
     const spare = {worker, said: [], failed: null, timer: null};
     worker.onmessage = event => spare.said.push(event.data);
@@ -108,6 +116,12 @@ export class TaskRunner {
     this.spares.delete(script);
     if (spare) clearTimeout(spare.timer);
     if (spare?.failed) spare.worker.terminate();
+    for (const [other, idle] of this.spares) {  // spares of other runs give way to a task
+      if (this.live <= this.capacity) break;
+      clearTimeout(idle.timer);
+      idle.worker.terminate();
+      this.spares.delete(other);
+    }
     return spare && !spare.failed ? spare : {worker: new Worker(script), said: []};
   }
 
@@ -151,7 +165,7 @@ export class TaskRunner {
     const task = {
       id: spec.taskId, spec, worker: null, ended: false, outputs: [], stores: [],
       logs: [], logBytes: 0, logLines: 0, logTimer: null,
-      progress: null, progressAt: 0, progressTimer: null, sentProgress: '',
+      progress: null, progressAt: 0, progressTimer: null, sentProgress: '', started: performance.now(),
     };
     this.tasks.set(task.id, task);
     if (this.tasks.size === 1) this.onBusy(true);
@@ -171,6 +185,9 @@ export class TaskRunner {
       }
       if (task.ended) return;  // cancelled meanwhile
       const {worker, said} = this.sandbox(spec.script);
+      // The run's next task here gets a sandbox that starts loading now, beside this one: loading
+      // one (the runtime's and the job's scripts) takes longer than a short task.
+      if (spec.prepareNext === true && !this.spares.has(spec.script)) this.spare(spec.script);
       task.worker = worker;
       worker.onmessage = event => this.fromSandbox(task, event.data);
       worker.onerror = event => {
@@ -280,17 +297,22 @@ export class TaskRunner {
   }
 
   // The task is over (done, failed or cancelled): its Web Worker goes with it. When another task of
-  // the run follows here, its sandbox starts now (not while this one runs, which it would slow).
+  // the run follows here and its sandbox is not loading yet (the one started with this task was not
+  // taken in time, SPARE_IDLE_MS), it starts now.
   end(task) {
     if (!task || task.ended) return;
     task.ended = true;
     task.worker?.terminate();
-    if (task.spec.prepareNext === true && !this.spares.has(task.spec.script)) this.spare(task.spec.script);
+    if (task.worker) {
+      this.taskCount++;
+      this.taskMs += performance.now() - task.started;
+    }
     clearTimeout(task.logTimer);
     clearTimeout(task.progressTimer);
     for (const [id, pending] of this.putUrls) if (pending.task === task) this.putUrls.delete(id);
     this.peers?.ended(task);
     this.tasks.delete(task.id);
+    if (task.spec.prepareNext === true && !this.spares.has(task.spec.script)) this.spare(task.spec.script);
     if (this.tasks.size === 0) this.onBusy(false);
   }
 

@@ -27,7 +27,7 @@ def sign_in(page: Page, appliance: Appliance, email: str, password: str = PASSWO
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def test_admin_creates_a_coordinator_who_cannot_reach_admin_pages(page: Page, ap
     page.goto(appliance.url)
     expect(page).to_have_url(re.compile(r"/login"))
     sign_in(page, appliance, ADMIN_EMAIL, ADMIN_PASSWORD)
-    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
     nav = page.get_by_role("navigation", name="Main")
     for label in ("Jobs", "Runs", "Workers", "Storage", "Billing", "Admin"):
         expect(nav.get_by_role("link", name=label)).to_be_visible()
@@ -44,7 +44,7 @@ def test_admin_creates_a_coordinator_who_cannot_reach_admin_pages(page: Page, ap
     expect(page.get_by_role("status")).to_contain_text("You are signed out.")
 
     sign_in(page, appliance, "carol@example.com", "carol-password-1")
-    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
     expect(page.get_by_role("navigation", name="Main").get_by_role("link", name="Admin")).to_have_count(0)
     response = page.goto(f"{appliance.url}/ui/admin/accounts")
     assert response.status == 403

@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, free_port, run_cli
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, free_port, run_cli, save_and_run
+from tests.support import wait_for_run as wait
 
 pytestmark = pytest.mark.e2e
 
@@ -83,24 +84,6 @@ def appliance(tmp_path_factory, data_server):
     server.stop()
 
 
-def save_and_run(api: httpx.Client, name: str, script: str, **overrides) -> int:
-    job = api.post("/jobs", json={"name": name, "script": script})
-    assert job.status_code == 201, job.text
-    run = api.post(f"/jobs/{job.json()['id']}/runs", json=overrides)
-    assert run.status_code == 201, run.text
-    return run.json()["id"]
-
-
-def wait(api: httpx.Client, run_id: int, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = api.get(f"/runs/{run_id}").json()
-        if run["state"] in ("succeeded", "failed", "cancelled"):
-            return run
-        time.sleep(0.25)
-    raise AssertionError(f"run {run_id} did not end: {run}")
-
-
 def output(api: httpx.Client, run_id: int, group: str = "A") -> list:
     response = api.get(f"/runs/{run_id}/output", params={"group": group})
     assert response.status_code == 200, response.text
@@ -113,7 +96,7 @@ def logs(api: httpx.Client, run_id: int) -> str:
 
 def wordcount_script(origin: str, workers: int = 4) -> str:
     script = (EXAMPLES / "wordcount.js").read_text()
-    script = script.replace("https://data.example.com/corpus", origin)
+    script = script.replace("/static/examples/corpus", origin)
     return script.replace("execution.workerCount = 4;", f"execution.workerCount = {workers};")
 
 
@@ -292,6 +275,42 @@ def test_fetch_to_an_origin_not_allowed_fails_the_task_with_a_clear_log_line(api
     assert run["state"] == "failed"
     assert "fetch to http://127.0.0.1:9 is not allowed by this appliance" in run["reason"]
     assert "fetch to http://127.0.0.1:9 is not allowed" in logs(api, run_id)
+
+
+THROWS = """const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 1;
+execution.setInputFn(async function input() { return [1]; });
+execution.addStage(new MapStage(async function map(x) {
+  context.emit('k', 1);
+  await context.onComplete();
+}));
+execution.addStage(new ReduceStage(async function reduce(keyToValues) {
+  console.error(new RangeError('logged, not thrown'));
+  function check(n) {
+    if (n > 0) throw new Error('no ' + n);
+  }
+  check(1);
+  await context.onComplete();
+}));
+execution.start(jobRunner);
+"""
+
+
+def test_a_stack_trace_names_the_line_of_the_job_script_and_its_stage(api, workers, appliance, token):
+    # Chromium reports where the served sandbox script threw; the appliance names job.js instead.
+    run_id = save_and_run(api, "throws", THROWS)
+    run = wait(api, run_id)
+    assert run["state"] == "failed"
+    # The throw is on line 11, column 22; check() was called from line 13, column 3.
+    assert "no 1 (at job.js:11:22, in stage 2 (reduce))" in run["reason"]
+    text = logs(api, run_id)
+    assert "at check (job.js:11:22, in stage 2 (reduce))" in text
+    assert "(job.js:13:3, in stage 2 (reduce))" in text
+    # What the job logged itself: the RangeError made on line 9, column 17.
+    assert "RangeError: logged, not thrown" in text and "(job.js:9:17, in stage 2 (reduce))" in text
+    assert "/sandbox.js:" not in text
+    status = run_cli("job", "status", str(run_id), "--server", appliance.url, "--token", token)
+    assert "job.js:11:22, in stage 2 (reduce)" in status.stdout + status.stderr
 
 
 def test_import_scripts_from_job_code_is_refused(api, workers):

@@ -37,7 +37,7 @@ def sign_in(page: Page, appliance: Appliance) -> None:
     page.get_by_label("Email").fill(EMAIL)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
 
 
 class SimulatedWorkers:

@@ -62,6 +62,7 @@ def api_coordinators(status: int) -> dict[str, int]:
 # "{...}" in a concrete path is filled from the fixtures below.
 MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/healthz"): ("/healthz", {}, everyone(200)),
+    # Served to loopback callers by default (tests/integration/test_metrics_access.py: tokens, allow-list).
     ("GET", "/metrics"): ("/metrics", {}, everyone(200)),
     ("GET", "/schema"): ("/schema", {}, everyone(200)),
     ("GET", "/schema/openapi.json"): ("/schema/openapi.json", {}, everyone(200)),
@@ -70,6 +71,10 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/"): ("/", {}, everyone(303)),
     ("GET", "/login"): ("/login", {}, {**everyone(303), "anon": 200, "enrolled": 200}),
     ("POST", "/login"): ("/login", {"email": "nobody@example.com", "password": "wrong-password"}, everyone(400)),
+    # Single sign-on is not configured on this appliance: both steps are 404 for everyone
+    # (tests/e2e/test_single_sign_on.py covers them against a real OpenID provider).
+    ("GET", "/login/sso"): ("/login/sso", {}, everyone(404)),
+    ("GET", "/login/sso/callback"): ("/login/sso/callback?code=x&state=y", {}, everyone(404)),
     ("POST", "/logout"): ("/logout", {}, everyone(303)),
     ("GET", "/api/v1/me"): ("/api/v1/me", {}, {**SIGNED_IN, "anon": 401, "enrolled": 401}),
     ("GET", "/ui"): ("/ui", {}, SIGNED_IN),
@@ -102,6 +107,15 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/ui/billing"): ("/ui/billing", {}, COORDINATORS),
     ("GET", "/ui/workers"): ("/ui/workers", {}, SIGNED_IN),
     ("GET", "/ui/workers/live"): ("/ui/workers/live", {}, SIGNED_IN),
+    # The runs a worker served: those of the caller's runs (none here), or every run for an admin.
+    ("GET", "/ui/workers/{worker_id:str}/runs"): ("/ui/workers/no-such-worker/runs", {}, COORDINATORS),
+    ("GET", "/ui/overview/live"): ("/ui/overview/live", {}, SIGNED_IN),
+    ("GET", "/ui/jobs/{job_id:int}/capacity"): ("/ui/jobs/999999/capacity", {}, only_coordinators(404)),
+    ("GET", "/ui/runs/{run_id:int}/stages/{group:str}/{stage:int}"): (
+        "/ui/runs/999999/stages/A/0",
+        {},
+        only_coordinators(404),
+    ),
     ("POST", "/ui/workers/{worker_id:str}/disconnect"): ("/ui/workers/no-such-worker/disconnect", {}, only_admin(303)),
     # WebSocket routes: 101 when the handshake is accepted, 403 when refused.
     ("WS", "/ws/worker"): (
@@ -177,6 +191,19 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         only_admin(303),
     ),
     ("POST", "/ui/admin/settings/scheduling"): ("/ui/admin/settings/scheduling", {}, only_admin(303)),
+    ("POST", "/ui/admin/settings/software-gpus"): ("/ui/admin/settings/software-gpus", {}, only_admin(303)),
+    ("POST", "/ui/admin/settings/courtesy"): (
+        "/ui/admin/settings/courtesy",
+        {"core_share_percent": "50"},
+        only_admin(303),
+    ),
+    ("POST", "/ui/admin/settings/metrics"): (
+        "/ui/admin/settings/metrics",
+        {"sources": "127.0.0.0/8, ::1"},
+        only_admin(303),
+    ),
+    # A new metrics token is shown once, on the page itself.
+    ("POST", "/ui/admin/settings/metrics/token"): ("/ui/admin/settings/metrics/token", {}, only_admin(200)),
     # PMRFS. Bucket and object routes check ownership after the role: an unknown bucket is 404
     # for everyone allowed in (tests/integration/test_pmrfs_api.py covers other accounts' buckets).
     ("PUT", "/api/v1/buckets/{bucket:str}"): (
@@ -250,6 +277,11 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("PUT", "/api/v1/jobs/{job_id:int}"): ("/api/v1/jobs/999999", {}, api_coordinators(400)),
     ("DELETE", "/api/v1/jobs/{job_id:int}"): ("/api/v1/jobs/999999", {}, api_coordinators(404)),
     ("POST", "/api/v1/jobs/{job_id:int}/runs"): ("/api/v1/jobs/999999/runs", {"json": {}}, api_coordinators(404)),
+    ("POST", "/api/v1/jobs/{job_id:int}/capacity"): (
+        "/api/v1/jobs/999999/capacity",
+        {"json": {}},
+        api_coordinators(404),
+    ),
     ("GET", "/api/v1/runs"): ("/api/v1/runs", {}, api_coordinators(200)),
     ("GET", "/api/v1/runs/{run_id:int}"): ("/api/v1/runs/999999", {}, api_coordinators(404)),
     ("POST", "/api/v1/runs/{run_id:int}/cancel"): ("/api/v1/runs/999999/cancel", {"json": {}}, api_coordinators(404)),
@@ -311,6 +343,10 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         only_admin(303),
     ),
     ("GET", "/ui/admin/billing/statements.csv"): ("/ui/admin/billing/statements.csv", {}, ADMINS),
+    # The audit log (tests/integration/test_audit_log.py checks what it records).
+    ("GET", "/ui/admin/audit"): ("/ui/admin/audit", {}, ADMINS),
+    ("GET", "/ui/admin/audit.csv"): ("/ui/admin/audit.csv", {}, ADMINS),
+    ("POST", "/ui/admin/audit/retention"): ("/ui/admin/audit/retention", {"retention_days": "3650"}, only_admin(303)),
 }
 
 
@@ -389,6 +425,11 @@ CASES = sorted((method, route, caller) for (method, route) in MATRIX for caller 
 
 @pytest.mark.parametrize("method,route,caller", CASES)
 def test_route_authorization(appliance, callers, method, route, caller):
+    perform(appliance, callers, method, route, caller)
+
+
+def perform(appliance, callers, method: str, route: str, caller: str) -> None:
+    """Call the route as the caller and check the status it gets."""
     clients, tokens, values = callers
     path_template, data, expected = MATRIX[(method, route)]
     path = path_template.format(**values)

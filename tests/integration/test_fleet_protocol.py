@@ -78,8 +78,10 @@ def test_hello_gets_welcome_and_the_worker_shows_in_the_fleet_view(appliance, pe
         ann_view = people["ann"].get("/ui/workers/live").text
         assert f'data-worker="{worker.worker_id}"' in ann_view and "Chrome 156" in ann_view
         assert f'data-worker="{worker.worker_id}"' in people["admin"].get("/ui/workers").text
-        # Another coordinator does not see ann's browsers.
-        assert worker.worker_id not in people["bob"].get("/ui/workers/live").text
+        # Another coordinator sees ann's browser as one that would run its runs, without its account or id.
+        bob_view = people["bob"].get("/ui/workers/live").text
+        assert worker.worker_id not in bob_view and "ann@example.com" not in bob_view
+        assert 'class="other-account"' in bob_view and worker.worker_id[:8] in bob_view
 
         worker.send({"type": "pause", "id": 2})
         assert worker.recv() == {"type": "state", "state": "paused", "replyTo": 2}
@@ -100,6 +102,9 @@ def test_hello_gets_welcome_and_the_worker_shows_in_the_fleet_view(appliance, pe
         (json.dumps({"type": "hello", "id": 1, "workerId": "bad id!", "capabilities": CAPABILITIES}), "malformed"),
         (json.dumps({"type": "hello", "id": 1, "workerId": "x" * 20, "capabilities": {"cores": -3}}), "malformed"),
         ('{"type": "pause", "id": 5}', "not-ready"),
+        # What a tab stores is counted, never negative (before hello it is not taken at all).
+        ('{"type": "stored", "blobs": -1, "bytes": 0}', "malformed"),
+        ('{"type": "stored", "blobs": 1, "bytes": 2}', "not-ready"),
         (b"\x00\x01binary", "malformed"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,7 +58,9 @@ def test_ctrl_c_cancels_the_run_it_waits_for_after_warning_of_too_few_workers(ap
     status, stderr = interrupt_once_queued(cli, carol)
     assert status == 130
     assert "warning: run" in stderr and "asks 2, 0 connected, 0 eligible: it waits until enough are connected" in stderr
-    run_id = int(stderr.split("run ", 1)[1].split(":", 1)[0])
+    # Before it was queued, the command said what the run would find.
+    assert "workers: No worker is connected right now: the run asks 2 and waits in the queue" in stderr
+    run_id = int(re.search(r"^run (\d+): ", stderr, re.M).group(1))
     assert f"run {run_id} cancelled (Ctrl-C; --detach leaves a run running)" in stderr
     assert carol.get(run_id)["state"] == "cancelled"
 
@@ -66,7 +69,7 @@ def test_with_detach_ctrl_c_leaves_the_run_queued(appliance, carol_token, carol,
     cli = waiting_cli(appliance, carol_token, str(script), "--detach")
     status, stderr = interrupt_once_queued(cli, carol)
     assert status == 130
-    run_id = int(stderr.split("run ", 1)[1].split(":", 1)[0])
+    run_id = int(re.search(r"^run (\d+): ", stderr, re.M).group(1))
     assert f"left run {run_id} running: peermr job status {run_id}, peermr job cancel {run_id}" in stderr
     assert carol.get(run_id)["state"] == "queued"
 

@@ -285,6 +285,7 @@ def test_a_queued_run_says_why_it_waits_and_can_be_cancelled(people):
     live = cora.get(f"/ui/runs/{run_id}/live").text
     assert f'hx-get="/ui/runs/{run_id}/live" hx-trigger="every 1s"' in live
     assert 'id="cancel-run"' in live
+    assert 'id="flashes"' not in live  # the "queued" message stays while it is true
     # The coordinator's log says what it needs; the log tail keeps polling.
     assert "queued: needs 4 worker(s)" in page and 'class="log-tail"' in page
     listing = cora.get("/ui/runs").text
@@ -398,8 +399,10 @@ async def test_a_run_on_simulated_workers_shows_progress_timeline_logs_and_outpu
         for worker in workers:
             await worker.close()
 
-    # Once finished the fragment stops polling.
+    # Once finished the fragment stops polling, and empties the page's messages ("Run 7 queued." is over).
     assert "hx-trigger" not in live.split(">", 1)[0]
+    cleared = live.split('<div id="flashes" class="flashes" aria-live="polite" hx-swap-oob="true">', 1)
+    assert len(cleared) == 2 and 'class="flash ' not in cleared[1]
     # The log writer flushes once a second: the last lines may follow the end by that much.
     deadline = time.monotonic() + 10
     while True:
@@ -441,11 +444,17 @@ async def test_a_run_on_simulated_workers_shows_progress_timeline_logs_and_outpu
 
 
 async def chatty_input(worker, task: dict) -> None:
-    """The input task writes 2100 log lines (in batches of 100, as the page does), then finishes."""
+    """The input task writes 2100 log lines (in batches of 100, as the page does), then finishes.
+    The first line of each batch is a warning; line 0007 is an error."""
+
+    def level(n: int) -> str:
+        return "error" if n == 7 else "warn" if n % 100 == 0 else "info"
+
     if task["kind"] == "input":
         now = int(time.time() * 1000)
         for batch in range(21):
-            lines = [{"at": now, "level": "info", "text": f"line {batch * 100 + i:04d}"} for i in range(100)]
+            numbers = range(batch * 100, batch * 100 + 100)
+            lines = [{"at": now, "level": level(n), "text": f"line {n:04d}"} for n in numbers]
             await worker.send({"type": "task-log", "taskId": task["taskId"], "lines": lines})
     await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": [], "emits": 0, "cpuMs": 0})
 
@@ -476,4 +485,114 @@ async def test_a_long_log_opens_on_its_last_lines(appliance, people):
     one = (await asyncio.to_thread(cora.get, f"/ui/runs/{run_id}/logs?source={worker_id}")).text
     assert one.count('class="log-line ') == 2000 and "coordinator" not in one.split('id="log-lines"')[1]
     everything = (await asyncio.to_thread(cora.get, f"/ui/runs/{run_id}/logs/download?source={worker_id}")).text
-    assert everything.count(" info: line ") == 2100 and f"{worker_id} A/0 info: line 0000" in everything
+    assert everything.count(": line ") == 2100 and f"{worker_id} A/0 warn: line 0000" in everything
+    assert everything.count(" info: line ") == 2100 - 22 and f"{worker_id} A/0 error: line 0007" in everything
+
+    def shown(path: str) -> list[str]:
+        text = cora.get(path).text
+        return re.findall(r'<span class="log-text">(line \d+)</span>', text)
+
+    # Level, search and source filters, in the run page's URL and in the tail's.
+    assert await asyncio.to_thread(shown, f"/ui/runs/{run_id}?level=error") == ["line 0007"]
+    warned = await asyncio.to_thread(shown, f"/ui/runs/{run_id}?level=warn&source={worker_id}")
+    assert warned == ["line 0000", "line 0007", *(f"line {n:04d}" for n in range(100, 2100, 100))]
+    searched = await asyncio.to_thread(shown, f"/ui/runs/{run_id}?log_search=LINE+00")
+    assert searched == [f"line {n:04d}" for n in range(100)]
+    tail = await asyncio.to_thread(shown, f"/ui/runs/{run_id}/logs?level=error&after=0&sources=2")
+    assert tail == ["line 0007"]
+    # A line's link opens the log around it, though it is older than the last 2000 lines.
+    first = (await asyncio.to_thread(cora.get, f"/ui/runs/{run_id}?log_search=line+0000")).text
+    link = r'id="L(\d+)"><a class="log-anchor" href="/ui/runs/\d+\?log_search=line\+0000&amp;line=\1#L\1"'
+    line_id = int(re.search(link, first)[1])
+    around = (await asyncio.to_thread(cora.get, f"/ui/runs/{run_id}?line={line_id}")).text
+    assert f'id="L{line_id}"' in around and "line 0000" in around
+    assert f'href="/ui/runs/{run_id}?line={line_id}#L{line_id}"' in around
+
+
+def row_ids(page: str, kind: str = "run") -> list[int]:
+    return [int(n) for n in re.findall(rf'<tr id="{kind}-(\d+)"', page)]
+
+
+def test_the_lists_filter_search_and_page_in_the_url_and_cancel_per_row(people):
+    dan, cora, admin = people["dan"], people["cora"], people["admin"]
+    alpha = create_job(dan, "alpha list", script())
+    beta = create_job(dan, "beta list", script())
+    alphas = [start_run(dan, alpha) for _ in range(27)]
+    betas = [start_run(dan, beta) for _ in range(3)]
+    try:
+        for run_id in alphas[:-1] + betas[:-1]:
+            assert dan.form(f"/ui/runs/{run_id}/cancel").status_code == 303
+        first = dan.get("/ui/runs").text
+        assert "Runs 1–25 of 30 · page 1 of 2" in first
+        assert row_ids(first) == sorted(alphas + betas, reverse=True)[:25]
+        assert 'href="/ui/runs?page=2" rel="next"' in first
+        second = dan.get("/ui/runs?page=2").text
+        assert row_ids(second) == sorted(alphas)[:5][::-1] and "Runs 26–30 of 30" in second
+        # A page past the end shows the last one; filters that are not values read as "any".
+        assert row_ids(dan.get("/ui/runs?page=99&state=bogus&job=x").text) == row_ids(second)
+
+        # Each filter narrows, and the pager keeps it.
+        assert row_ids(dan.get(f"/ui/runs?job={beta}").text) == betas[::-1]
+        queued = dan.get("/ui/runs?state=queued").text
+        assert row_ids(queued) == [betas[-1], alphas[-1]]
+        assert row_ids(dan.get("/ui/runs?q=BETA").text) == betas[::-1]
+        assert row_ids(dan.get(f"/ui/runs?q=%23{alphas[3]}").text) == [alphas[3]]
+        cancelled = dan.get(f"/ui/runs?state=cancelled&job={alpha}").text
+        assert len(row_ids(cancelled)) == 25 and "Runs 1–25 of 26" in cancelled
+        assert f'href="/ui/runs?state=cancelled&amp;job={alpha}&amp;page=2"' in cancelled
+        assert 'title="cancelled by its coordinator"' in cancelled
+        assert row_ids(dan.get("/ui/runs?q=no+such+job").text) == []
+        assert "No run matches these filters" in dan.get("/ui/runs?q=no+such+job").text
+
+        # Only queued and running rows have a cancel button, and it returns to the same list.
+        assert queued.count('class="inline cancel-row"') == 2 and 'name="back" value="/ui/runs?state=queued"' in queued
+        assert 'class="inline cancel-row"' not in cancelled
+        back = dan.form(f"/ui/runs/{alphas[-1]}/cancel", {"back": "/ui/runs?state=queued"})
+        assert (back.status_code, back.headers["location"]) == (303, "/ui/runs?state=queued")
+        assert ("success", f"Run {alphas[-1]} cancelled.") in flashes(dan.get("/ui/runs?state=queued").text)
+        # Through htmx, the browser is told to load the list again.
+        hx = dan.post(
+            f"/ui/runs/{betas[-1]}/cancel",
+            data={"back": "/ui/runs?q=beta"},
+            headers={"hx-request": "true", "x-csrftoken": dan.csrf()},
+        )
+        assert hx.headers["hx-redirect"] == "/ui/runs?q=beta"
+        # A back address off the lists is not followed: the run's page instead.
+        again = dan.form(f"/ui/runs/{alphas[0]}/cancel", {"back": "https://elsewhere.example/ui/runs"})
+        assert again.headers["location"] == f"/ui/runs/{alphas[0]}"
+        assert dan.get("/ui/runs?state=queued").text.count('class="inline cancel-row"') == 0
+
+        # Another coordinator sees none of it, whatever owner they ask for; an admin narrows to dan.
+        owner_id = re.search(r'<option value="(\d+)">dan@example.com</option>', admin.get("/ui/runs").text)[1]
+        assert row_ids(cora.get(f"/ui/runs?owner={owner_id}&job={beta}").text) == []
+        assert "Owner <select" not in cora.get("/ui/runs").text
+        only_dan = admin.get(f"/ui/runs?owner={owner_id}&page=2").text
+        assert row_ids(only_dan) == sorted(alphas)[:5][::-1]
+
+        # The Jobs list: search, owner, last run with its reason, a link to the job's runs.
+        jobs = dan.get("/ui/jobs?q=beta").text
+        assert row_ids(jobs, "job") == [beta] and f'href="/ui/runs?job={beta}"' in jobs
+        assert 'title="cancelled by its coordinator"' in jobs
+        assert row_ids(cora.get("/ui/jobs?q=beta").text, "job") == []
+        assert set(row_ids(admin.get(f"/ui/jobs?owner={owner_id}").text, "job")) >= {alpha, beta}
+    finally:
+        for run_id in alphas + betas:
+            dan.form(f"/ui/runs/{run_id}/cancel")
+
+
+def test_the_jobs_list_pages_and_offers_cancel_for_a_running_last_run(people):
+    cora = people["cora"]
+    made = [create_job(cora, f"paged job {n:02d}", script()) for n in range(26)]
+    first = cora.get("/ui/jobs?q=paged+job").text
+    assert "Jobs 1–25 of 26 · page 1 of 2" in first and row_ids(first, "job") == made[::-1][:25]
+    assert row_ids(cora.get("/ui/jobs?q=paged+job&page=2").text, "job") == [made[0]]
+    run_id = start_run(cora, made[0])
+    try:
+        row = cora.get("/ui/jobs?q=paged+job&page=2").text
+        assert f'action="/ui/runs/{run_id}/cancel"' in row
+        assert 'name="back" value="/ui/jobs?q=paged+job&amp;page=2"' in row
+        back = cora.form(f"/ui/runs/{run_id}/cancel", {"back": "/ui/jobs?q=paged+job&page=2"})
+        assert back.headers["location"] == "/ui/jobs?q=paged+job&page=2"
+        assert f'action="/ui/runs/{run_id}/cancel"' not in cora.get("/ui/jobs?q=paged+job&page=2").text
+    finally:
+        cora.form(f"/ui/runs/{run_id}/cancel")

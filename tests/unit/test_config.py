@@ -39,6 +39,22 @@ def test_file_then_environment_then_flags(tmp_path):
         ({"PEERMR_PORT": "70000"}, "between 1 and 65535"),
         ({"PEERMR_PUBLIC_URL": "peermr.example"}, "must start with http"),
         ({"PEERMR_DATABASE_URL": "mysql://x"}, "postgresql://"),
+        # Single sign-on and rate limits.
+        ({"PEERMR_PASSWORD_LOGIN": "false"}, "password_login = false needs single sign-on"),
+        ({"PEERMR_SSO_ISSUER": "idp.example"}, "sso_issuer must be an http"),
+        ({"PEERMR_SSO_ISSUER": "https://idp.example"}, "needs sso_client_id and sso_client_secret"),
+        (
+            {
+                "PEERMR_SSO_ISSUER": "https://idp.example",
+                "PEERMR_SSO_CLIENT_ID": "c",
+                "PEERMR_SSO_CLIENT_SECRET": "s",
+                "PEERMR_SSO_SCOPES": "email",
+            },
+            "sso_scopes must include openid",
+        ),
+        ({"PEERMR_SSO_ROLE_GROUPS": "admins=root"}, "'admins=root' is not group=role"),
+        ({"PEERMR_SSO_DEFAULT_ROLE": "owner"}, "sso_default_role must be one of"),
+        ({"PEERMR_API_REQUESTS_PER_MINUTE": "-1"}, "must not be negative"),
     ],
 )
 def test_bad_values_are_reported(tmp_path, env, message):

@@ -164,8 +164,24 @@ def test_spec_serialises_with_sdk_names_and_back():
     data = msgspec.json.decode(msgspec.json.encode(spec))
     assert {"storageType", "workerCount", "groupCount", "privateMode", "gpuRequirements", "wasmBinaries"} <= set(data)
     assert {"saveIntermediateOutput", "inputSource", "inputContentType", "seed", "staleness"} <= set(data)
-    assert set(data["stages"][0]) == {"kind", "source", "contentType", "timeout", "combine"}
+    assert set(data["stages"][0]) == {"kind", "source", "contentType", "timeout", "combine", "line", "column"}
     assert msgspec.json.decode(msgspec.json.encode(spec), type=JobSpec) == spec
+
+
+def test_each_function_knows_where_its_text_starts_in_the_script():
+    script = (
+        "const e = new JobExecution();\n"
+        "e.setInputFn(async function input() { return [1]; });\n"
+        "const shared = async function map(x) {\n  context.emit(x, 1);\n};\n"
+        "e.addStage(new MapStage(shared));\n"
+        "e.addStage(new ReduceStage(new Function('x', 'return x')));\n"
+        "e.start(jobRunner);"
+    )
+    spec = extract_spec(script)
+    assert (spec.input_line, spec.input_column) == (2, 14)
+    assert (spec.stages[0].line, spec.stages[0].column) == (3, 16)
+    # A function the script built from a string is nowhere in its text: no place, not a wrong one.
+    assert (spec.stages[1].line, spec.stages[1].column) == (None, None)
 
 
 def test_sloppy_mode_script():
@@ -181,7 +197,7 @@ def test_sloppy_mode_script():
 
 def test_defaults():
     spec = extract_spec("const e = new JobExecution();\ne.addStage(new ReduceStage(x => x));\ne.start(jobRunner);")
-    assert spec == JobSpec(stages=[StageSpec(kind="reduce", source="x => x")])
+    assert spec == JobSpec(stages=[StageSpec(kind="reduce", source="x => x", line=2, column=28)])
     assert spec.storage_type == "pmrfs"
     assert (spec.worker_count, spec.group_count) == (4, 1)
     assert (spec.private_mode, spec.gpu, spec.save_intermediate_output) == (False, False, True)

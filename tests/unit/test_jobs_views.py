@@ -38,6 +38,32 @@ async def test_output_pages_of_a_hundred_records(count, page, first, last, has_n
     assert closed == [True]  # the reader is closed, also when the page ended early
 
 
+async def listed(items):
+    for item in items:
+        yield item
+
+
+async def test_sorted_output_orders_numbers_by_value_and_pages_the_whole_group():
+    items = [(f"w{i}", (i * 37) % 250) for i in range(250)] + [("text", "abc"), ("none", None)]
+    high = await views.output_page(listed(items), "A", 1, sort="-value", total=252)
+    assert [v for _, v in high.records[:3]] == ["null", "abc", "249"]  # others, then strings, then numbers
+    assert (high.pages, high.has_next) == (3, True)
+    low = await views.output_page(listed(items), "A", 3, sort="value")
+    assert [v for _, v in low.records] == ["200", *map(str, range(201, 250)), "abc", "null"]
+    by_key = await views.output_page(listed(items), "A", 1, sort="key")
+    assert [k for k, _ in by_key.records[:4]] == ["none", "text", "w0", "w1"]
+
+
+async def test_searched_output_counts_matches_and_a_page_past_them_shows_the_last():
+    items = [("alpha", 1), ("beta", 2), ("ALPHABET", 3), ("gamma", {"alp": 4})]
+    found = await views.output_page(listed(items), "A", 9, search="Alp")
+    assert found.records == [("alpha", "1"), ("ALPHABET", "3"), ("gamma", '{"alp":4}')]
+    assert (found.matched, found.page, found.pages, found.truncated) == (3, 1, 1, False)
+    # An unknown sort is no sort: the records in the order the workers wrote them.
+    plain = await views.output_page(listed(items), "A", 1, sort="bogus")
+    assert [k for k, _ in plain.records] == ["alpha", "beta", "ALPHABET", "gamma"]
+
+
 def test_cells_show_strings_as_themselves_and_the_rest_as_json():
     assert views.cell("a b") == "a b"
     assert views.cell(3) == "3" and views.cell(1.5) == "1.5" and views.cell(None) == "null"

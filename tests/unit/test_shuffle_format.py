@@ -67,8 +67,10 @@ def js():
           return JSON.stringify(Object.entries(groups));
         };
         var recordsBack = h => JSON.stringify(peermrCodecs.decode(S.TYPE, unhex(h)));
-        var J = 'application/json';
-        var throughJson = recs => peermrCodecs.decode(J, peermrCodecs.encode(J, recs));
+        // What JSON lines give back: each [key, value] stringified, then parsed. Parsed by the JS
+        // parser, not JSON.parse: the embedded V8 (14.3, 14.4) gives '\\' back for a one-character
+        // escaped key such as {"\n": 1} parsed after {"\\": 1} (Chromium's JSON.parse does not).
+        var throughJson = recs => recs.map(r => (0, eval)('(' + JSON.stringify(r) + ')'));
         var jsonBack = recs => JSON.stringify(throughJson(recs));
         var refusal = h => { try { S.decode(unhex(h)); return null; } catch (e) { return e.message; } };
         """
@@ -81,6 +83,7 @@ def js():
 @given(records)
 @example([("a", 1), ("b", 2.5), ("a", {"x": [1, None]}), (7, "seven"), ("7", True), (None, "")])
 @example([("a", 1), ("a", 1), ("a", 1), ("a", 2), ("b", "s"), ("b", "s"), ("c", None), ("c", None), ("c", {})])
+@example([({"\\": 1}, 1), ({"\n": None}, 2)])
 def test_a_reduce_gets_the_same_groups_as_through_json_lines(js, recs):
     recs = [list(r) for r in recs]
     data = js.call("grouped", recs)
