@@ -6,17 +6,15 @@ from __future__ import annotations
 import json
 import math
 import struct
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from py_mini_racer import MiniRacer
 
 from appliance.jobs import codecs
 from appliance.jobs.codecs import BSON, CSV, JSON, decode, encode, key_string, partition_of
+from tests.unit.browser_codecs import codecs_in_v8
 
-CODECS_JS = Path(__file__).resolve().parents[2] / "static" / "worker" / "codecs.js"
 
 # --- values a job can emit -----------------------------------------------------------------------------
 
@@ -42,8 +40,7 @@ records = st.lists(st.tuples(values, values), max_size=8)
 @pytest.fixture(scope="module")
 def js():
     """The browser's codecs in V8 (no Web APIs: its UTF-8 fallbacks are used)."""
-    ctx = MiniRacer()
-    ctx.eval(CODECS_JS.read_text())
+    ctx = codecs_in_v8()
     ctx.eval(
         """
         var hex = b => Array.from(b, x => x.toString(16).padStart(2, '0')).join('');
