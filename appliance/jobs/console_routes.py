@@ -12,7 +12,7 @@ from litestar.response import Template
 from appliance.accounts.actor import Actor
 from appliance.accounts.auth import COORDINATOR, access
 from appliance.errors import InvalidRequest, NotFound
-from appliance.jobs import capacity, overview, service, stages
+from appliance.jobs import capacity, overview, priors, service, stages
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.execution import INPUT_STAGE
 from appliance.jobs.ui_routes import RunForm, run_overrides
@@ -83,11 +83,14 @@ async def stage_page(
     size = 1 if stage == INPUT_STAGE else run.spec.worker_count
     kind = stages.kind_of(run.spec, stage)
     live = coordinator.live(run_id)
+    expected = None
     if live is not None:
         attempts, now = stages.live_attempts(live.execution, group, stage), stages.monotonic_now()
+        prior = (await priors.of_job(run.job_id, run_id)).get(stage)
+        expected = prior.typical(stages.input_records(live.execution, group, stage)) if prior else None
     else:
         attempts, now = stages.finished_attempts(await service.run_tasks(actor, run_id), group, stage)
-    detail = stages.build(group, stage, kind, size, attempts, now)
+    detail = stages.build(group, stage, kind, size, attempts, now, expected)
     descending = order == "desc"
     sort = sort if sort in stages.SORTS else "rank"
     lines, page_number, pages = stages.page_of(detail.lines, sort, descending, page_number)

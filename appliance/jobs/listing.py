@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Mapping
 
 import msgspec
-from piccolo.columns.combination import And, Or, Where
+from piccolo.columns.combination import And, Or, Where, WhereRaw
 from piccolo.columns.operators.comparison import ILike, Like
 
 from appliance.accounts import users
@@ -21,10 +21,14 @@ from appliance.jobs.tables import Job, Run
 
 PAGE_SIZE = 25
 RUN_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+# The Jobs list filters by the state of each job's last run, or "never" for jobs not run yet.
+NEVER_RUN = "never"
+JOB_STATES = (*RUN_STATES, NEVER_RUN)
 
 
 class Filters(msgspec.Struct, frozen=True):
-    """What a list shows: state (runs only), owner id (admins only), job id (runs only), search text, page."""
+    """What a list shows: state (a run's, or a job's last run's), owner id (admins only), job id (runs
+    only), search text, page."""
 
     state: str = ""
     owner: int | None = None
@@ -33,8 +37,9 @@ class Filters(msgspec.Struct, frozen=True):
     page: int = 1
 
     @classmethod
-    def read(cls, actor: Actor, params: Mapping[str, str]) -> Filters:
-        """The filters of a list's URL query (``state``, ``owner``, ``job``, ``q``, ``page``)."""
+    def read(cls, actor: Actor, params: Mapping[str, str], states: tuple[str, ...] = RUN_STATES) -> Filters:
+        """The filters of a list's URL query (``state``, ``owner``, ``job``, ``q``, ``page``); ``states``
+        are the states the list knows."""
 
         def whole(name: str) -> int | None:
             text = params.get(name, "").strip()
@@ -42,7 +47,7 @@ class Filters(msgspec.Struct, frozen=True):
 
         state = params.get("state", "")
         return cls(
-            state=state if state in RUN_STATES else "",
+            state=state if state in states else "",
             owner=whole("owner") if actor.is_admin else None,
             job=whole("job"),
             q=params.get("q", "").strip()[:200],
@@ -123,11 +128,24 @@ async def runs(actor: Actor, filters: Filters) -> Page:
     return await _page(Run, conditions, filters, Run.id)
 
 
+def _last_run(actor: Actor, state: str) -> WhereRaw:
+    """Jobs whose last run (the actor's own, unless an admin: as the list shows it) is in ``state``,
+    or that have none."""
+    job, run = Job._meta.tablename, Run._meta.tablename
+    runs = f"FROM {run} r WHERE r.job = {job}.id" + ("" if actor.is_admin else " AND r.owner = {}")
+    mine = () if actor.is_admin else (actor.user_id,)
+    if state == NEVER_RUN:
+        return WhereRaw(f"NOT EXISTS (SELECT 1 {runs})", *mine)
+    return WhereRaw(f"(SELECT r.state {runs} ORDER BY r.id DESC LIMIT 1) = {{}}", *mine, state)
+
+
 async def jobs(actor: Actor, filters: Filters) -> Page:
-    """A page of jobs, the last changed first; the search matches the name."""
+    """A page of jobs, the last changed first; the search matches the name, the state that of the last run."""
     conditions = _owned(Job, actor, filters)
     if filters.q:
         conditions.append(contains(Job.name, filters.q))
+    if filters.state:
+        conditions.append(_last_run(actor, filters.state))
     return await _page(Job, conditions, filters, Job.updated_at)
 
 

@@ -4,9 +4,10 @@ stage with throughput and an estimated time to finish.
 
 While the run runs, attempts come from the coordinator's execution; running attempts' records and bytes
 are those of their latest task-progress report (0 until one arrives). After it ended, from the task
-rows it left. The estimate needs neither progress reports nor finished tasks, but gets better with both:
-a running task counts as done in the share its records (or, without reports, its running time) are of
-the stage's finished tasks' median.
+rows it left. A running task counts as done in the share its records (or, without reports, its running
+time) are of a typical task's: the median of the stage's finished tasks, or before any has finished,
+that of the job's last successful run (priors.py). With neither, only finished tasks count and the
+time left is not known; records, bytes and their throughput still show the stage moving.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from appliance.jobs.execution import INPUT_STAGE
 from appliance.jobs.service import TaskInfo
 from appliance.jobs.spec import JobSpec
+
+if TYPE_CHECKING:
+    from appliance.jobs.priors import Prior
 
 PAGE_SIZE = 50
 # A finished task that took more than SKEW_FACTOR times the stage's median (and at least SKEW_MIN_SECONDS
@@ -42,6 +48,15 @@ class TaskLine:
     bytes: int
     error: str = ""
     skew: str = ""  # "slow", "records" or "": why it stands out
+
+
+@dataclass(frozen=True)
+class Typical:
+    """A finished task of the stage as the estimate expects it."""
+
+    seconds: float
+    records: float
+    run_id: int | None = None  # the earlier run it comes from; None: the stage's own finished tasks
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,7 @@ class Stage:
     fraction: float  # estimated share done
     eta: float | None  # seconds, while running and estimable
     spreads: dict[str, Spread] = field(default_factory=dict)  # duration / records / bytes of done tasks
+    basis_run: int | None = None  # the earlier run the estimate comes from (no task of the stage finished)
 
     @property
     def name(self) -> str:
@@ -151,8 +167,11 @@ def _spread(values: list[float]) -> Spread | None:
     return Spread(min(values), statistics.median(values), max(values)) if values else None
 
 
-def build(group: str, stage: int, kind: str, size: int, attempts: list[_Attempt], now: float) -> Stage:
-    """The stage of ``size`` tasks from its attempts; ``now`` on the attempts' time scale."""
+def build(
+    group: str, stage: int, kind: str, size: int, attempts: list[_Attempt], now: float, expected: Typical | None = None
+) -> Stage:
+    """The stage of ``size`` tasks from its attempts; ``now`` on the attempts' time scale; ``expected``
+    the typical task until one of the stage's own has finished."""
     by_rank: dict[int, list[_Attempt]] = {}
     for a in sorted(attempts, key=lambda a: (a.rank, a.attempt, a.start)):
         by_rank.setdefault(a.rank, []).append(a)
@@ -207,7 +226,8 @@ def build(group: str, stage: int, kind: str, size: int, attempts: list[_Attempt]
     ended = len(done) == size
     last = max((a.end for a in done.values()), default=now) if ended else now
     elapsed = max(0.0, last - min(starts)) if starts else 0.0
-    fraction = _fraction(size, done, running, spreads, now)
+    typical = Typical(spreads["duration"].median, spreads["records"].median) if done else expected
+    fraction = _fraction(size, done, running, typical, now)
     eta = None
     if not ended and fraction > 0 and elapsed > 0:
         eta = elapsed * (1 - fraction) / fraction
@@ -225,23 +245,26 @@ def build(group: str, stage: int, kind: str, size: int, attempts: list[_Attempt]
         fraction=1.0 if ended else fraction,
         eta=eta,
         spreads=spreads,
+        basis_run=typical.run_id if typical is not None and not ended else None,
     )
 
 
-def _fraction(size: int, done: dict, running: list[_Attempt], spreads: dict[str, Spread], now: float) -> float:
-    """Tasks done, plus each running task's share by its records (or time) against the finished median."""
+def _fraction(size: int, done: dict, running: list[_Attempt], typical: Typical | None, now: float) -> float:
+    """Tasks done, plus each running task's share by its records (or time) against the typical task's."""
     if not size:
         return 0.0
+    if typical is None:
+        return len(done) / size
     share = 0.0
     seen: set[int] = set()
     for a in running:
         if a.rank in seen:  # a backup attempt of the same task counts once
             continue
         seen.add(a.rank)
-        if "records" in spreads and spreads["records"].median > 0 and a.records:
-            share += min(a.records / spreads["records"].median, RUNNING_SHARE_CAP)
-        elif "duration" in spreads and spreads["duration"].median > 0:
-            share += min((now - a.start) / spreads["duration"].median, RUNNING_SHARE_CAP)
+        if typical.records > 0 and a.records:
+            share += min(a.records / typical.records, RUNNING_SHARE_CAP)
+        elif typical.seconds > 0:
+            share += min((now - a.start) / typical.seconds, RUNNING_SHARE_CAP)
     return (len(done) + share) / size
 
 
@@ -268,10 +291,20 @@ def monotonic_now() -> float:
     return time.monotonic()
 
 
-def estimates(execution, now: float | None = None) -> dict[tuple[str, int], Stage]:
+def input_records(execution, group: str, stage: int) -> int:
+    """Records the stage before emitted in the group so far: the stage's input (0 for the input function)."""
+    tasks = execution.groups[group].tasks
+    return sum(t.emits for (s, _), t in tasks.items() if s == stage - 1 and t.state == "done")
+
+
+def estimates(
+    execution, priors: Mapping[int, Prior] | None = None, now: float | None = None
+) -> dict[tuple[str, int], Stage]:
     """Every started stage of a running run by (group, stage), from each task's current attempt only
-    (the run page's progress table shows the share done and the time left; no history is read)."""
+    (the run page's progress table shows the share done, throughput and the time left; no history is
+    read); ``priors`` are the job's last successful run's stages (priors.py)."""
     now = time.monotonic() if now is None else now
+    priors = priors or {}
     out: dict[tuple[str, int], Stage] = {}
     for group in execution.groups.values():
         by_stage: dict[int, list[_Attempt]] = {}
@@ -284,6 +317,21 @@ def estimates(execution, now: float | None = None) -> dict[tuple[str, int], Stag
                     )
                 )
         for stage, attempts in by_stage.items():
+            prior = priors.get(stage)
+            expected = prior.typical(input_records(execution, group.letter, stage)) if prior else None
             size = group.stage_size[stage]
-            out[(group.letter, stage)] = build(group.letter, stage, execution.kind(stage), size, attempts, now)
+            out[(group.letter, stage)] = build(
+                group.letter, stage, execution.kind(stage), size, attempts, now, expected
+            )
+    return out
+
+
+def of_finished_run(tasks: list[TaskInfo], spec: JobSpec) -> dict[tuple[str, int], Stage]:
+    """Every stage that ran of a finished run by (group, stage), from its task rows (the run page's
+    throughput per stage)."""
+    out: dict[tuple[str, int], Stage] = {}
+    for group, stage in sorted({(t.group, t.stage) for t in tasks}):
+        attempts, now = finished_attempts(tasks, group, stage)
+        size = 1 if stage == INPUT_STAGE else spec.worker_count
+        out[(group, stage)] = build(group, stage, kind_of(spec, stage), size, attempts, now)
     return out

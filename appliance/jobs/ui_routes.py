@@ -24,7 +24,7 @@ from appliance.accounts.forms import Form
 from appliance.accounts.rate_limits import RUN_SUBMISSION
 from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
-from appliance.jobs import listing, parameters, service, stages, views
+from appliance.jobs import listing, parameters, priors, service, stages, views
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
@@ -114,7 +114,7 @@ def run_overrides(form: RunForm) -> dict:
 async def jobs_page(request: Request) -> Template:
     """The jobs the account may see, a page at a time, with the last run of each (reason, cancel)."""
     actor = _actor(request)
-    filters = listing.Filters.read(actor, request.query_params)
+    filters = listing.Filters.read(actor, request.query_params, listing.JOB_STATES)
     jobs, found = await service.find_jobs(actor, filters)
     last_runs: dict[int, RunInfo] = {}
     for job in jobs:
@@ -127,6 +127,7 @@ async def jobs_page(request: Request) -> Template:
         jobs=jobs,
         found=found,
         filters=filters,
+        states=listing.JOB_STATES,
         owners=await listing.owners(actor, Job),
         back=_list_url(JOBS, filters),
         page_url=lambda number: _list_url(JOBS, filters, page=number),
@@ -326,21 +327,24 @@ async def _live_context(request: Request, run: RunInfo, output: dict | None = No
     """The run page's live part; ``output`` is the output view's URL query (group, page, sort, search)."""
     actor = _actor(request)
     active = coordinator_of(request).live(run.id)
-    estimates = {}
+    figures = {}
     if active is not None:
         timeline = views.live_timeline(active)
-        estimates = stages.estimates(active.execution)
+        figures = stages.estimates(active.execution, await priors.of_job(run.job_id, run.id))
     elif run.state in ("queued",):
         timeline = views.Timeline(rows=[], seconds=0.0)
     else:
-        timeline = views.finished_timeline(await service.run_tasks(actor, run.id), run.spec)
+        tasks = await service.run_tasks(actor, run.id)
+        timeline = views.finished_timeline(tasks, run.spec)
+        figures = stages.of_finished_run(tasks, run.spec)
     return {
         "run": run,
         "active": views.is_active(run),
         "groups_progress": views.progress_by_group(run.progress),
         "fraction": views.progress_fraction(run.progress),
         "timeline": timeline,
-        "estimates": estimates,  # (group, stage) -> share done and time left, while it runs
+        # (group, stage) -> share done, throughput and time left (while it runs) of each stage that started
+        "figures": figures,
         "seconds": views.run_seconds(run),
         # Kept when the run ends.
         "parameters": [] if views.is_active(run) else await parameters.list_parameters(actor, run.id),

@@ -596,3 +596,30 @@ def test_the_jobs_list_pages_and_offers_cancel_for_a_running_last_run(people):
         assert f'action="/ui/runs/{run_id}/cancel"' not in cora.get("/ui/jobs?q=paged+job&page=2").text
     finally:
         cora.form(f"/ui/runs/{run_id}/cancel")
+
+
+def test_the_jobs_list_filters_by_the_state_of_each_jobs_last_run(people):
+    cora, dan, admin = people["cora"], people["dan"], people["admin"]
+    waits, stopped, unrun, again = (create_job(cora, f"last run {n}", script()) for n in ("a", "b", "c", "d"))
+    runs = [start_run(cora, waits), start_run(cora, stopped), start_run(cora, again)]
+    try:
+        assert cora.form(f"/ui/runs/{runs[1]}/cancel").status_code == 303
+        assert cora.form(f"/ui/runs/{runs[2]}/cancel").status_code == 303
+        runs.append(start_run(cora, again))  # its last run waits; the cancelled one before it does not count
+
+        def shown(query: str, client: Client = cora) -> set[int]:
+            return set(row_ids(client.get(f"/ui/jobs?q=last+run&{query}").text, "job"))
+
+        assert shown("state=queued") == {waits, again}
+        assert shown("state=cancelled") == {stopped}
+        assert shown("state=never") == {unrun}
+        assert shown("state=succeeded") == set()
+        assert shown("state=bogus") == {waits, stopped, unrun, again}  # not a state: any
+        page = cora.get("/ui/jobs?q=last+run&state=never").text
+        assert '<option value="never" selected>never run</option>' in page and "Clear</a>" in page
+        # Another coordinator's jobs stay theirs; an admin sees cora's by the same filter.
+        assert shown("state=queued", dan) == set()
+        assert shown("state=cancelled", admin) == {stopped}
+    finally:
+        for run_id in runs:
+            cora.form(f"/ui/runs/{run_id}/cancel")

@@ -259,3 +259,48 @@ async def test_a_stage_page_shows_every_task_the_spread_and_the_task_that_stands
         release.set()
         for w in workers:
             await w.close()
+
+
+async def test_a_rerun_is_estimated_from_the_jobs_last_success_before_any_of_its_tasks_finish(appliance, people, carol):
+    release = asyncio.Event()
+
+    async def quarter_then_wait(worker: SimWorker, task: dict) -> None:
+        # Each map task reports a quarter of its records and waits; every task ends with 100 records.
+        if task_key(task)[0] == 0:
+            await worker.send({"type": "task-progress", "taskId": task["taskId"], "emits": 25, "bytes": 2500})
+            await release.wait()
+        await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": [], "emits": 100, "cpuMs": 1})
+
+    def map_row(run_id: int) -> str | None:
+        """The run page's row of the map stage, once both its tasks run and reported."""
+        live = people["carol"].get(f"/ui/runs/{run_id}/live").text
+        row = re.search(r'<tr data-stage="stage 1 \(map\)">.*?</tr>', live, re.S)
+        return row.group(0) if row and "2 running" in row.group(0) and "<td>50</td>" in row.group(0) else None
+
+    workers = await start_workers(appliance.url, cookie_of(people["carol"]), 2, on_task=quarter_then_wait)
+    try:
+        job_id = carol.job(job_script(workers=2), name="steady")
+        first = carol.run(job_id)["id"]
+        # A first run: its records and their throughput show the map moving, not how far it is.
+        row = await wait_until(lambda: map_row(first))
+        assert 'value="0"' in row and "time left known once a task finishes" in text_of(row)
+        assert re.search(r"\d+ records/s · [\d.]+ [KMG]?i?B/s", text_of(row))
+        await asyncio.sleep(1)  # the tasks take a while: the next run's estimate has a duration to go by
+        release.set()
+        assert (await carol.wait(first))["state"] == "succeeded"
+
+        # The next run of the job, before any of its map tasks finished: a quarter of the records the
+        # last run's tasks wrote, so about a quarter done, with the time left that implies.
+        release.clear()
+        second = carol.run(job_id)["id"]
+        row = text_of(await wait_until(lambda: map_row(second)))
+        assert "about 25%" in row and re.search(rf"\d+ s left \(from run {first}\)", row), row
+        assert 'value="25"' in map_row(second)
+        stage = text_of(people["carol"].get(f"/ui/runs/{second}/stages/A/0").text)
+        assert f"(from run {first}, the job's last success)" in stage and "about 25% done" in stage
+        release.set()
+        assert (await carol.wait(second))["state"] == "succeeded"
+    finally:
+        release.set()
+        for w in workers:
+            await w.close()

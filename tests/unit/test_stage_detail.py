@@ -1,11 +1,13 @@
 """A stage page's figures from a stage's attempts (jobs/stages.py): the spread, the task that stands out,
-and the estimate of the share done with and without progress reports."""
+and the estimate of the share done with and without progress reports, and before any task finished
+(from the job's last successful run, jobs/priors.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from appliance.jobs.stages import _Attempt, build, page_of
+from appliance.jobs.priors import Prior
+from appliance.jobs.stages import Typical, _Attempt, build, page_of
 
 
 def attempt(rank: int, start: float, end: float | None, records: int = 0, state: str = "done", attempt: int = 0):
@@ -29,9 +31,25 @@ def test_progress_reports_count_a_running_task_by_its_records_and_never_as_done(
     assert build("A", 0, "map", 3, attempts, now=3.0).fraction == pytest.approx((2 + 0.95) / 3)
 
 
-def test_before_any_task_finished_the_time_left_is_not_known():
+def test_before_any_task_finished_a_first_run_shows_its_throughput_but_no_time_left():
     stage = build("A", 0, "map", 2, [attempt(0, 0, None, records=50), attempt(1, 0, None)], now=5.0)
-    assert stage.fraction == 0 and stage.eta is None and stage.records == 50
+    assert stage.fraction == 0 and stage.eta is None and stage.basis_run is None
+    assert (stage.records, stage.records_per_second, stage.bytes_per_second) == (50, 10.0, 100.0)
+
+
+def test_before_any_task_finished_the_jobs_last_success_gives_the_share_done_and_the_time_left():
+    # Run 4's map tasks took 10 s and wrote 100 records each. Now, 5 s in: one task reported 50
+    # records (half of 100), the other nothing yet (half of 10 s by its running time).
+    typical = Prior(run_id=4, seconds=10, records=100, input_records=1000).typical(1000)
+    stage = build("A", 0, "map", 2, [attempt(0, 0, None, records=50), attempt(1, 0, None)], now=5.0, expected=typical)
+    assert stage.fraction == pytest.approx(0.5) and stage.eta == pytest.approx(5.0) and stage.basis_run == 4
+    # Twice the input now: tasks are expected to take twice as long and write twice the records.
+    assert Prior(4, 10, 100, 1000).typical(2000) == Typical(20, 200, 4)
+    assert Prior(4, 10, 100, 0).typical(2000) == Typical(10, 100, 4)  # the input function: as it was
+    # Once a task of the stage has finished, the stage's own median takes over.
+    attempts = [attempt(0, 0, 2, records=40), attempt(1, 0, None, records=20)]
+    stage = build("A", 0, "map", 2, attempts, now=3.0, expected=typical)
+    assert stage.fraction == pytest.approx((1 + 0.5) / 2) and stage.basis_run is None
 
 
 def test_the_spread_and_the_task_that_stands_out():
