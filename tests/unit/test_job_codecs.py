@@ -15,7 +15,6 @@ from appliance.jobs import codecs
 from appliance.jobs.codecs import BSON, CSV, JSON, decode, encode, key_string, partition_of
 from tests.unit.browser_codecs import codecs_in_v8
 
-
 # --- values a job can emit -----------------------------------------------------------------------------
 
 scalars = (

@@ -15,7 +15,6 @@ from appliance.jobs import codecs
 from appliance.jobs.codecs import JSON, SHUFFLE, key_string
 from tests.unit.browser_codecs import codecs_in_v8
 
-
 text = st.text(max_size=12) | st.sampled_from(["", "\ud800", "a\udfffb", "😀", "x" * 3000])
 scalars = (
     st.none()
