@@ -1,5 +1,6 @@
 """Runs at a glance for the Overview and the Workers view: what runs, what waits, what failed lately,
-and which runs a worker served. Each account sees its own runs; admins see every run."""
+and which runs a worker served. Each account sees its own runs; admins see every run. A worker
+account sees the runs its own browsers served, by number and state only (the jobs are others')."""
 
 from __future__ import annotations
 
@@ -108,3 +109,35 @@ async def runs_served_by(actor: Actor, coordinator: Coordinator, worker_id: str)
         ServedRun(r["id"], r["job_name"], emails.get(r["owner"], "?"), r["state"], counts[r["id"]], r["queued_at"])
         for r in rows
     ]
+
+
+class AccountRun(msgspec.Struct, frozen=True):
+    id: int
+    state: str
+    tasks: int  # attempts the account's browsers ran (so far, while the run runs)
+    at: dt.datetime  # started (queued, if it never started)
+
+
+async def runs_served_by_account(account: int, coordinator: Coordinator, worker_ids: list[str]) -> list[AccountRun]:
+    """The latest runs the account's browsers ran tasks for (ended ones from the task rows; running ones
+    from the coordinator for ``worker_ids``, its connected browsers), newest first."""
+    ended = (
+        await RunTask.select(RunTask.run, Count(RunTask.id).as_alias("n"))
+        .where(RunTask.worker_account == account)
+        .group_by(RunTask.run)
+        .order_by(RunTask.run, ascending=False)
+        .limit(RUNS_SHOWN)
+    )
+    counts = {r["run"]: r["n"] for r in ended}
+    for worker_id in worker_ids:
+        for run_id, tasks in coordinator.attempts_by_worker(worker_id).items():
+            counts[run_id] = counts.get(run_id, 0) + tasks
+    latest = sorted(counts, reverse=True)[:RUNS_SHOWN]
+    if not latest:
+        return []
+    rows = await Run.select(Run.id, Run.state, Run.queued_at, Run.started_at).where(Run.id.is_in(latest))
+    return sorted(
+        (AccountRun(r["id"], r["state"], counts[r["id"]], r["started_at"] or r["queued_at"]) for r in rows),
+        key=lambda run: run.id,
+        reverse=True,
+    )

@@ -102,6 +102,32 @@ def fleet_plots(samples: list[dict]) -> list[Plot]:
     return [p for p in plots if p is not None]
 
 
+def account_plots(samples: list[dict], rows: list[dict]) -> list[Plot]:
+    """One account's browsers connected and busy, and the tasks they did per minute, on the fleet samples'
+    times: an account has a row at a sample's moment (sampler.py) unless none of its browsers was
+    connected and none did a task, which the plot draws as 0."""
+    mine = {r["at"]: r for r in rows}
+    none = {"workers": 0, "busy": 0, "tasks_done": 0}
+    lined = [mine.get(s["at"], none) for s in samples]
+    plots = [
+        _plot(
+            "plot-own",
+            "Your browsers",
+            samples,
+            [("connected", [r["workers"] for r in lined]), ("busy", [r["busy"] for r in lined])],
+            lambda v: f"{v:.0f}",
+        ),
+        _plot(
+            "plot-own-tasks",
+            "Tasks your browsers did per minute",
+            samples,
+            [("tasks/min", [60 * r["tasks_done"] / max(s["seconds"], 1) for r, s in zip(lined, samples, strict=True)])],
+            lambda v: f"{v:.1f}" if v < 10 else f"{v:.0f}",
+        ),
+    ]
+    return [p for p in plots if p is not None]
+
+
 def totals(samples: list[dict]) -> dict[str, int]:
     """What the samples add up to: tasks done, bytes peer to peer, bytes relayed."""
     return {

@@ -1,5 +1,7 @@
 """The fleet sampled every ``metrics_sample_seconds`` into FleetSample rows (kept RETENTION), for the
-Overview's plots.
+Overview's plots; and with each sample, an AccountSample row per account with a browser connected or a
+task done since the sample before (kept ACCOUNT_RETENTION, what a worker account's plots show: one row
+per working account per sample adds up in a large organisation).
 
 Counts that are events (tasks reported done, bytes moved browser to browser) are summed as the events
 arrive (wired in app.subscribe) and written with the next sample; states (workers connected, runs
@@ -11,20 +13,22 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from appliance.clock import now
 from appliance.events import TaskMessage, TransferFinished
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet
-from appliance.metrics.tables import FleetSample
+from appliance.metrics.tables import AccountSample, FleetSample
 from appliance.scheduler import PeriodicJob
 from appliance.turn import metering
 
 log = logging.getLogger(__name__)
 
 RETENTION = dt.timedelta(hours=24)
+ACCOUNT_RETENTION = dt.timedelta(hours=6)
 
 
 @dataclass
@@ -36,10 +40,12 @@ class Sampler:
     tasks_done: int = 0
     peer_bytes: int = 0
     last_at: dt.datetime | None = None
+    tasks_by_account: Counter[int] = field(default_factory=Counter)
 
     def task_message(self, event: TaskMessage) -> None:
         if isinstance(event.message, p.TaskDone):
             self.tasks_done += 1
+            self.tasks_by_account[event.worker.account_id] += 1
 
     def transfer_finished(self, event: TransferFinished) -> None:
         self.peer_bytes += event.transfer.counted_bytes
@@ -48,26 +54,49 @@ class Sampler:
         at = now()
         workers = list(self.fleet.workers.values())
         running, queued = self.run_counts()
-        tasks, moved = self.tasks_done, self.peer_bytes
-        seconds = int((at - self.last_at).total_seconds()) if self.last_at else self.interval
-        await FleetSample.insert(
-            FleetSample(
-                at=at,
-                workers=len(workers),
-                busy=sum(1 for w in workers if w.busy),
-                runs_running=running,
-                runs_queued=queued,
-                tasks_done=tasks,
-                peer_bytes=moved,
-                relayed_total=await metering.relayed_total(),
-                seconds=max(seconds, 1),
+        tasks, moved, by_account = self.tasks_done, self.peer_bytes, Counter(self.tasks_by_account)
+        seconds = max(int((at - self.last_at).total_seconds()) if self.last_at else self.interval, 1)
+        accounts: dict[int, list[int]] = {account: [0, 0] for account in by_account}
+        for w in workers:
+            counts = accounts.setdefault(w.account_id, [0, 0])
+            counts[0] += 1
+            counts[1] += w.busy
+        relayed = await metering.relayed_total()
+        async with FleetSample._meta.db.transaction():
+            await FleetSample.insert(
+                FleetSample(
+                    at=at,
+                    workers=len(workers),
+                    busy=sum(1 for w in workers if w.busy),
+                    runs_running=running,
+                    runs_queued=queued,
+                    tasks_done=tasks,
+                    peer_bytes=moved,
+                    relayed_total=relayed,
+                    seconds=seconds,
+                )
             )
-        )
+            if accounts:
+                await AccountSample.insert(
+                    *(
+                        AccountSample(
+                            at=at,
+                            account=account,
+                            workers=connected,
+                            busy=busy,
+                            tasks_done=by_account[account],
+                            seconds=seconds,
+                        )
+                        for account, (connected, busy) in accounts.items()
+                    )
+                )
         # Only once written: a failed write keeps the counts for the next sample.
         self.tasks_done -= tasks
         self.peer_bytes -= moved
+        self.tasks_by_account -= by_account
         self.last_at = at
         await FleetSample.delete().where(FleetSample.at < at - RETENTION)
+        await AccountSample.delete().where(AccountSample.at < at - ACCOUNT_RETENTION)
 
     def jobs(self) -> list[PeriodicJob]:
         return [PeriodicJob("metrics.sample", self.sample, "interval", {"seconds": self.interval})]
@@ -75,3 +104,9 @@ class Sampler:
 
 async def samples_since(since: dt.datetime) -> list[dict]:
     return await FleetSample.select().where(FleetSample.at >= since).order_by(FleetSample.at)
+
+
+async def account_samples_since(account: int, since: dt.datetime) -> list[dict]:
+    """The account's rows since ``since``, oldest first (kept ACCOUNT_RETENTION)."""
+    rows = AccountSample.select().where((AccountSample.account == account) & (AccountSample.at >= since))
+    return await rows.order_by(AccountSample.at)

@@ -1,5 +1,7 @@
 """Dashboard pages that belong to no single domain: the Overview, which answers "is anything wrong,
-what is running, what is waiting" for each role, live (its numbers poll a fragment)."""
+what is running, what is waiting" for each role, live (its numbers poll a fragment). A worker account's
+Overview is about its own browsers: connected now and over the last hours, the runs they served, and
+what they earned this month (on the page load only: the month's statement is priced from the ledger)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,12 @@ from appliance import __version__
 from appliance.accounts import enrolment, users
 from appliance.accounts.actor import Actor
 from appliance.accounts.auth import PUBLIC, USER, access
+from appliance.billing import service as billing
+from appliance.billing.ledger import PROVIDER
+from appliance.billing.views import month_label
 from appliance.jobs import overview as runs_overview
 from appliance.metrics import plots
-from appliance.metrics.sampler import samples_since
+from appliance.metrics.sampler import account_samples_since, samples_since
 from appliance.pmrfs import service as pmrfs
 from appliance.web.rendering import page
 
@@ -73,6 +78,13 @@ async def _context(request: Request) -> dict:
     own = [w for w in workers if w.account_id == user.user_id]
     context: dict = {"own": _fleet_figures(own)}
     if user.role == "worker":
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=PLOT_HOURS)
+        context.update(
+            plots=plots.account_plots(await samples_since(since), await account_samples_since(user.user_id, since)),
+            served=await runs_overview.runs_served_by_account(
+                user.user_id, state.coordinator, [w.worker_id for w in own]
+            ),
+        )
         return context
     since = dt.datetime.now(dt.UTC) - DAY
     glance = await runs_overview.at_a_glance(actor, state.coordinator, since)
@@ -103,10 +115,19 @@ async def _admin_stats() -> dict:
     }
 
 
+async def _earned(request: Request) -> dict:
+    """What the account's browsers earned this month so far, as Payments shows it."""
+    found = await billing.estimate(request.app.state.billing.tz, request.user.user_id, kind=PROVIDER)
+    return {"amount": billing.format_money(found.total, found.currency), "month": month_label(found.period)}
+
+
 @get("/ui", opt=access(USER), include_in_schema=False)
 async def overview(request: Request) -> Template:
     stats = await _admin_stats() if request.user.is_admin else None
-    return page(request, "web/overview.html", stats=stats, version=__version__, **await _context(request))
+    earned = await _earned(request) if request.user.role == "worker" else None
+    return page(
+        request, "web/overview.html", stats=stats, earned=earned, version=__version__, **await _context(request)
+    )
 
 
 @get("/ui/overview/live", opt=access(USER), include_in_schema=False)

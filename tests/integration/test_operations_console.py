@@ -304,3 +304,41 @@ async def test_a_rerun_is_estimated_from_the_jobs_last_success_before_any_of_its
         release.set()
         for w in workers:
             await w.close()
+
+
+async def test_a_worker_accounts_overview_shows_its_browsers_over_time_the_runs_they_served_and_earnings(
+    appliance, people, carol
+):
+    prices = {"resource": "cpu_ms", "consumer_rate": "0.60", "provider_rate": "0.40", "effective_from": "2026-01-01"}
+    assert people["admin"].form("/ui/admin/billing/prices", prices).status_code == 303
+
+    async def an_hour_each(worker: SimWorker, task: dict) -> None:
+        await worker.send(
+            {"type": "task-done", "taskId": task["taskId"], "outputs": [], "emits": 0, "cpuMs": 3_600_000}
+        )
+
+    wendys = await start_workers(appliance.url, cookie_of(people["wendy"]), 2, on_task=an_hour_each)
+    try:
+        run = carol.run(carol.job(job_script(workers=2), name="on wendy's browsers"))
+        assert (await carol.wait(run["id"]))["state"] == "succeeded"
+
+        def sampled() -> str | None:
+            live = people["wendy"].get("/ui/overview/live").text
+            own = re.search(r'id="plot-own">.*?aria-label="([^"]*)"', live, re.S)
+            tasks = re.search(r'id="plot-own-tasks">.*?points="([^"]*)"', live, re.S)
+            # Some minute with tasks: a point of the tasks line above the bottom of the box (y 78).
+            did = tasks and any(float(p.split(",")[1]) < 78 for p in tasks[1].split())
+            return live if own and "now connected 2, busy 0" in own[1] and did else None
+
+        # Her browsers over the last minutes (a sample a second here): two connected, and the tasks they did.
+        live = await wait_until(sampled)
+        # The run they served (input, two maps, two reduces), by number and state: the job is carol's.
+        served = re.search(rf'<li data-run="{run["id"]}">.*?</li>', live, re.S)
+        assert served and "5 tasks by your browsers" in text_of(served[0]) and "succeeded" in served[0]
+        assert "on wendy" not in live and "carol@example.com" not in live
+        # What the five CPU-hours earned at 0.40 an hour.
+        page = text_of(people["wendy"].get("/ui").text)
+        assert re.search(r"Your browsers earned 2\.00 USD so far in \w+ \d{4}", page), page
+    finally:
+        for w in wendys:
+            await w.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from appliance.metrics.plots import HEIGHT, WIDTH, fleet_plots, totals
+from appliance.metrics.plots import HEIGHT, WIDTH, account_plots, fleet_plots, totals
 
 T0 = dt.datetime(2026, 11, 25, 4, 0, tzinfo=dt.UTC)
 
@@ -48,3 +48,16 @@ def test_a_relay_count_that_went_down_draws_no_negative_traffic_and_one_sample_i
     fleet, _, _ = fleet_plots(samples[:1])
     assert len(points(fleet.lines[0])) == 2
     assert fleet_plots([]) == []
+
+
+def test_an_accounts_plots_follow_the_fleet_samples_and_draw_no_row_as_none_connected():
+    samples = [sample(m, 5, 1, 0, 0, 0) for m in range(4)]
+    rows = [  # two browsers at minute 1, busy with 30 tasks; none connected at minute 2; one at minute 3
+        {"at": T0 + dt.timedelta(minutes=1), "workers": 2, "busy": 2, "tasks_done": 30},
+        {"at": T0 + dt.timedelta(minutes=3), "workers": 1, "busy": 0, "tasks_done": 3},
+    ]
+    own, tasks = account_plots(samples, rows)
+    assert [y for _, y in points(own.lines[0])] == [HEIGHT - 2, 2, HEIGHT - 2, HEIGHT / 2]  # 0, 2, 0, 1 of 2
+    assert own.summary == "Your browsers over the last 3 min: now connected 1, busy 0; at most 2"
+    assert tasks.lines[0].last == "3.0" and tasks.top == "30"  # tasks a minute
+    assert account_plots([], rows) == []
