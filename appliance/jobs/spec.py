@@ -279,7 +279,7 @@ def _wasm_binaries(value: Any, where: str) -> list[WasmBinary]:
     for i, entry in enumerate(value):
         label = f"wasmBinaries[{i}]"
         if isinstance(entry, str):
-            url = _http_url(entry, label, where)
+            url = _http_url(entry, label, where, appliance_path=True)
             name = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
             if not name:
                 raise _Invalid(f"{label} has no file name to call it by; give it as {{name, url}}", where)
@@ -287,7 +287,7 @@ def _wasm_binaries(value: Any, where: str) -> list[WasmBinary]:
             name = entry.get("name")
             if not isinstance(name, str) or not name:
                 raise _Invalid(f"{label}.name must be a non-empty string (got {_describe(name)})", where)
-            url = _http_url(entry.get("url"), f"{label}.url", where)
+            url = _http_url(entry.get("url"), f"{label}.url", where, appliance_path=True)
         else:
             raise _Invalid(f"{label} must be a URL or an object {{name, url}} (got {_describe(entry)})", where)
         if name in seen:

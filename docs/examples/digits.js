@@ -3,8 +3,10 @@
 // createImageBitmap and an OffscreenCanvas, trains a small network with its own hyperparameters,
 // and emits how well it does on the held-out images.
 //
-// Serve the sprite and its labels (one byte per image: the digit) from an origin an admin allowed
-// (Admin -> Settings, or PEERMR_FETCH_ORIGINS) with CORS, and change the two URLs below.
+// It runs as it is on a sprite that comes with the appliance (/static/examples/digits/): 200 images
+// that stand in for digits (digit d is a bar at column band d; digits_data.py made them), and their
+// labels (one byte per image: the digit). For MNIST, serve its sprite and labels from an origin an
+// admin allowed (Admin -> Settings, or PEERMR_FETCH_ORIGINS) with CORS and change the two URLs below.
 const execution = new JobExecution(storageType = 'pmrfs');
 execution.workerCount = 2;
 // TF.js and its WebAssembly and WebGPU backends, as the appliance ships them (static/vendor/tfjs).
@@ -20,8 +22,8 @@ execution.setInputFn(async function input() {
 });
 
 execution.addStage(new MapStage(async function map(x) {
-  const SPRITE_URL = 'https://data.example.com/digits/sprite.png';
-  const LABELS_URL = 'https://data.example.com/digits/labels.bin';
+  const SPRITE_URL = '/static/examples/digits/sprite.png';
+  const LABELS_URL = '/static/examples/digits/labels.bin';
   const SIDE = 28;
   const PIXELS = SIDE * SIDE;
   const CLASSES = 10;

@@ -1,12 +1,13 @@
 // A WebAssembly job: each map task adds up its numbers with an exported `add` function of a
 // small WebAssembly module, and the reduce totals the partial sums.
 //
-// add.wasm (in this folder) is `(func (export "add") (param i32 i32) (result i32))`. Serve it
-// from an origin an admin allowed (Admin -> Settings, or PEERMR_FETCH_ORIGINS) with CORS, and
-// change the URL below to it; the input function returns the numbers to add.
+// It runs as it is: add.wasm, `(func (export "add") (param i32 i32) (result i32))`, comes with the
+// appliance (/static/examples/). A binary of your own may come from an origin an admin allowed
+// (Admin -> Settings, or PEERMR_FETCH_ORIGINS) that answers cross-origin GETs (CORS). The input
+// function returns the numbers to add.
 const execution = new JobExecution(storageType = 'pmrfs');
 execution.workerCount = 4;
-execution.wasmBinaries = [{name: 'add', url: 'https://data.example.com/add.wasm'}];
+execution.wasmBinaries = [{name: 'add', url: '/static/examples/add.wasm'}];
 
 execution.setInputFn(async function input() {
   return Array.from({length: 1000}, (_, i) => i + 1);

@@ -1,15 +1,17 @@
 """The documentation's kinds of jobs on real Chromium workers: an Emscripten (embind) module, images
 read with OffscreenCanvas and a TF.js model trained on them, and WebGPU compute on a real adapter.
+The examples run as they are, on the files the appliance ships under /static/examples/.
 
 The worker tabs' Chromium runs with --enable-unsafe-webgpu: headless, it then exposes SwiftShader's
 software WebGPU adapter (vendor google, architecture swiftshader) to pages and Web Workers alike,
 which is the adapter the WebGPU jobs run on here. A small HTTP server on another origin stands in for
-the data server an admin allowed (PEERMR_FETCH_ORIGINS): it serves the example's files with CORS.
+a data server an admin allowed (PEERMR_FETCH_ORIGINS): it serves an Emscripten module built again
+with the documented command, with CORS.
 """
 
 from __future__ import annotations
 
-import random
+import importlib.util
 import re
 import shutil
 import signal
@@ -17,7 +19,6 @@ import struct
 import subprocess
 import sys
 import threading
-import zlib
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -33,8 +34,12 @@ pytestmark = pytest.mark.e2e
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 EMSCRIPTEN = EXAMPLES / "emscripten"
+SHIPPED = "/static/examples/emscripten"  # where the appliance serves the build of lerp.cpp
+_spec = importlib.util.spec_from_file_location("digits_data", EXAMPLES / "digits_data.py")
+digits_data = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(digits_data)
 EMCC_COMMAND = ["-lembind", "-O0", "-s", "ENVIRONMENT=worker", "-s", "EXPORT_NAME=LerpModule", "-s", "MODULARIZE=1"]
-TYPES = {".js": "text/javascript", ".wasm": "application/wasm", ".png": "image/png"}
+TYPES = {".js": "text/javascript", ".wasm": "application/wasm"}
 
 
 class DataServer(ThreadingHTTPServer):
@@ -58,65 +63,23 @@ class DataServer(ThreadingHTTPServer):
 # -- the Emscripten module ---------------------------------------------------------------------
 
 
-def lerp_build(tmp: Path) -> tuple[dict[str, bytes], str]:
+def lerp_build(tmp: Path) -> dict[str, bytes] | None:
     """lerp.js and lerp.wasm built from docs/examples/emscripten/lerp.cpp with the documentation's
-    command by Debian's emcc (package emscripten, `make test-tools`) when it is installed; else the
-    build checked in beside the source, made by the same command (see its README.md)."""
-    if shutil.which("emcc"):
-        out = tmp / "lerp.js"
-        built = subprocess.run(
-            ["emcc", *EMCC_COMMAND, "-o", str(out), str(EMSCRIPTEN / "lerp.cpp")],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert built.returncode == 0, built.stderr
-        folder, how = tmp, "built now by emcc"
-    else:
-        folder, how = EMSCRIPTEN, "the checked-in build (emcc is not installed)"
-    return {f"/emscripten/{n}": (folder / n).read_bytes() for n in ("lerp.js", "lerp.wasm")}, how
-
-
-# -- the digit sprite --------------------------------------------------------------------------
-
-SIDE = 28
-DIGITS = 200
-
-
-def png(width: int, height: int, gray: bytes) -> bytes:
-    """An 8-bit grayscale PNG of these pixels (row by row)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    rows = b"".join(b"\x00" + gray[y * width : (y + 1) * width] for y in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
-
-
-def digit_sprite(seed: int = 3) -> tuple[bytes, bytes, int]:
-    """DIGITS noisy 28x28 images, one per row of the sprite as MNIST's is laid out: digit d is a
-    bright vertical bar at column band d. Returns the PNG, the labels (a byte each) and the sum of
-    all pixel values (0-255)."""
-    rng = random.Random(seed)
-    labels = bytes(rng.randrange(10) for _ in range(DIGITS))
-    pixels = bytearray()
-    for digit in labels:
-        image = bytearray(rng.randrange(0, 60) for _ in range(SIDE * SIDE))
-        left = 3 + 2 * digit + rng.choice((0, 1))
-        for y in range(rng.randrange(2, 6), rng.randrange(22, 27)):
-            for x in (left, left + 1, left + 2):
-                image[y * SIDE + x] = rng.randrange(200, 256)
-        pixels += image
-    return png(SIDE * SIDE, DIGITS, bytes(pixels)), labels, sum(pixels)
+    command by Debian's emcc (package emscripten, `make test-tools`), when it is installed."""
+    if not shutil.which("emcc"):
+        return None
+    out = tmp / "lerp.js"
+    built = subprocess.run(
+        ["emcc", *EMCC_COMMAND, "-o", str(out), str(EMSCRIPTEN / "lerp.cpp")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    return {f"/emscripten/{n}": (tmp / n).read_bytes() for n in ("lerp.js", "lerp.wasm")}
 
 
 # -- fixtures ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def sprite():
-    return digit_sprite()
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +88,8 @@ def lerp_files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def data_server(lerp_files, sprite):
-    image, labels, _ = sprite
-    server = DataServer({**lerp_files[0], "/digits/sprite.png": image, "/digits/labels.bin": labels})
+def data_server(lerp_files):
+    server = DataServer(lerp_files or {})
     yield server
     server.shutdown()
 
@@ -171,10 +133,6 @@ def allow_software_gpus(admin: Client, allowed: bool) -> None:
     assert response.status_code == 303, response.text
 
 
-def example(path: Path, origin: str) -> str:
-    return path.read_text().replace("https://data.example.com", origin)
-
-
 # -- tests -------------------------------------------------------------------------------------
 
 
@@ -183,28 +141,33 @@ def f32(value: float) -> float:
 
 
 def test_an_embind_module_built_as_documented_runs_in_jobs(api, workers, data_server, lerp_files):
-    script = example(EMSCRIPTEN / "lerp-job.js", data_server.origin)
-    run_id = save_and_run(api, "lerp", script)
-    run = wait(api, run_id)
-    assert run["state"] == "succeeded", f"{lerp_files[1]}: {run['reason']}\n{logs(api, run_id)[-3000:]}"
-    # lerp(-4, 12, t) in float32 for t = 0, 0.05, ..., 1, computed by the C++ code in the browsers.
-    expected = {i: f32(f32(-4) + f32(i / 20) * f32(16)) for i in range(21)}
-    got = dict(output(api, run_id))
-    assert set(got) == set(expected)
-    assert all(abs(got[i] - expected[i]) < 1e-5 for i in expected), (lerp_files[1], got)
+    script = (EMSCRIPTEN / "lerp-job.js").read_text()
+    # The job as it is, on the build the appliance ships; and on one built now, served from elsewhere.
+    scripts = {"the shipped build": script}
+    if lerp_files:
+        scripts["a build made now by emcc"] = script.replace(SHIPPED, f"{data_server.origin}/emscripten")
+    for build, text in scripts.items():
+        run_id = save_and_run(api, "lerp", text)
+        run = wait(api, run_id)
+        assert run["state"] == "succeeded", f"{build}: {run['reason']}\n{logs(api, run_id)[-3000:]}"
+        # lerp(-4, 12, t) in float32 for t = 0, 0.05, ..., 1, computed by the C++ code in the browsers.
+        expected = {i: f32(f32(-4) + f32(i / 20) * f32(16)) for i in range(21)}
+        got = dict(output(api, run_id))
+        assert set(got) == set(expected)
+        assert all(abs(got[i] - expected[i]) < 1e-5 for i in expected), (build, got)
 
 
-def test_a_job_reads_a_png_sprite_and_trains_on_it_with_the_wasm_backend(api, workers, data_server, sprite):
-    _, labels, pixel_sum = sprite
-    run_id = save_and_run(api, "digits", example(EXAMPLES / "digits.js", data_server.origin))
+def test_a_job_reads_a_png_sprite_and_trains_on_it_with_the_wasm_backend(api, workers):
+    pixels, _ = digits_data.images()
+    run_id = save_and_run(api, "digits", (EXAMPLES / "digits.js").read_text())
     run = wait(api, run_id, timeout=300)
     assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-3000:]
     results = dict(output(api, run_id))
     assert sorted(results) == [0, 1]
     for result in results.values():
         # Every pixel came through createImageBitmap, the OffscreenCanvas and getImageData unchanged.
-        assert result["images"] == DIGITS
-        assert abs(result["pixelSum"] - pixel_sum / 255) < 0.01
+        assert result["images"] == digits_data.DIGITS
+        assert abs(result["pixelSum"] - sum(pixels) / 255) < 0.01
         # The workers' only WebGPU adapter is a software one: the example takes WebAssembly instead.
         assert result["backend"] == "wasm"
         assert result["accuracy"] >= 0.9, results

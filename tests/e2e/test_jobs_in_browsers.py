@@ -25,7 +25,8 @@ from tests.support import wait_for_run as wait
 
 pytestmark = pytest.mark.e2e
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "docs" / "examples"
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "zeta", "eta", "théta", "iota", "kappa", "lambda", "mu"]
 PARTS = 4
 
@@ -69,7 +70,7 @@ def texts():
 @pytest.fixture(scope="module")
 def data_server(texts):
     files = {f"/part-{i}.txt": t.encode() for i, t in enumerate(texts)}
-    files["/add.wasm"] = (EXAMPLES / "add.wasm").read_bytes()
+    files["/add.wasm"] = (ROOT / "static/examples/add.wasm").read_bytes()
     server = CorpusServer(files)
     yield server
     server.shutdown()
@@ -245,14 +246,17 @@ def test_workers_closed_mid_map_and_mid_reduce_still_give_the_right_answer(api, 
     assert logs(api, run_id).count("disconnected") >= 2
 
 
-def test_webassembly_job_loads_its_binary_from_an_allowed_origin(api, workers, data_server):
-    script = (EXAMPLES / "wasm-sum.js").read_text().replace("https://data.example.com", data_server.origin)
-    run_id = save_and_run(api, "wasm", script)
-    run = wait(api, run_id)
-    assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-2000:]
-    assert output(api, run_id) == [["sum", sum(range(1, 1001))]]
+def test_webassembly_job_loads_its_binary_from_the_appliance_or_an_allowed_origin(api, workers, data_server):
+    # The example as it is, its binary from the appliance; then the same binary from an allowed origin.
+    example = (EXAMPLES / "wasm-sum.js").read_text()
+    for script in (example, example.replace("/static/examples/add.wasm", f"{data_server.origin}/add.wasm")):
+        run_id = save_and_run(api, "wasm", script)
+        run = wait(api, run_id)
+        assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-2000:]
+        assert output(api, run_id) == [["sum", sum(range(1, 1001))]]
     # A binary from an origin that is not allowed is refused when the run is asked for.
-    elsewhere = api.post("/jobs", json={"name": "wasm-elsewhere", "script": (EXAMPLES / "wasm-sum.js").read_text()})
+    script = example.replace("/static/examples/add.wasm", "https://data.example.com/add.wasm")
+    elsewhere = api.post("/jobs", json={"name": "wasm-elsewhere", "script": script})
     refused = api.post(f"/jobs/{elsewhere.json()['id']}/runs", json={})
     assert refused.status_code == 400 and "https://data.example.com/add.wasm" in refused.json()["detail"]
 

@@ -317,6 +317,25 @@ def test_invalid_fields(body, line, message):
     assert str(error) == f"line {line}: {error.message}"
 
 
+def test_scripts_and_webassembly_binaries_may_be_files_the_appliance_serves():
+    spec = extract_spec(
+        job(
+            """
+            e.scripts = ['/static/vendor/tfjs/tf.min.js'];
+            e.wasmBinaries = ['/static/examples/add.wasm', {name: 'lerp', url: '/static/examples/emscripten/lerp.wasm'}];
+            """
+        )
+    )
+    assert spec.scripts == ["/static/vendor/tfjs/tf.min.js"]
+    assert spec.wasm_binaries == [
+        WasmBinary(name="add.wasm", url="/static/examples/add.wasm"),
+        WasmBinary(name="lerp", url="/static/examples/emscripten/lerp.wasm"),
+    ]
+    # A relative path or one without its scheme is neither a URL nor a path on the appliance.
+    assert "wasmBinaries[0] is not a URL" in refused(job("e.wasmBinaries = ['static/add.wasm'];")).message
+    assert "wasmBinaries[0] is not a URL" in refused(job("e.wasmBinaries = ['//cdn.example/add.wasm'];")).message
+
+
 def test_unknown_storage_type():
     error = refused(
         "// a comment\nconst e = new JobExecution('ftp');\ne.addStage(new MapStage(x => x));\ne.start(jobRunner);\n"

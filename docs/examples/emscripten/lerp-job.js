@@ -2,15 +2,16 @@
 // lerp.cpp in this folder, and interpolates its records; the output maps each input's index to
 // lerp(from, to, t).
 //
-// Serve lerp.js and lerp.wasm from an origin an admin allowed (Admin -> Settings, or
-// PEERMR_FETCH_ORIGINS) with CORS, and change the two URLs below to them.
+// It runs as it is: the build of lerp.cpp (lerp.js and lerp.wasm, see README.md) comes with the
+// appliance (/static/examples/emscripten/). A build of your own may come from an origin an admin
+// allowed (Admin -> Settings, or PEERMR_FETCH_ORIGINS) that answers cross-origin GETs (CORS).
 const execution = new JobExecution(storageType = 'pmrfs');
 execution.workerCount = 2;
 
 // The generated loader defines the global LerpModule; it fetches the binary itself.
-execution.scripts = ['https://data.example.com/emscripten/lerp.js'];
+execution.scripts = ['/static/examples/emscripten/lerp.js'];
 // Registered binaries are named after the last segment of their URL: context.getWebAssemblyURL('lerp.wasm').
-execution.wasmBinaries = ['https://data.example.com/emscripten/lerp.wasm'];
+execution.wasmBinaries = ['/static/examples/emscripten/lerp.wasm'];
 
 execution.setInputFn(async function input() {
   const points = [];
