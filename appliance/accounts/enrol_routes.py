@@ -5,7 +5,9 @@ work for and joins on a click. Programs that drive browsers (`peermr worker`)
 open `/worker/start#token=<token>`: the token stays in the URL fragment, which
 is never sent to a server or logged, and the page's script exchanges it for the
 worker cookie at `POST /worker/session`. Either kind of token works there: an
-enrolment token or an API token (the workers then belong to its account).
+enrolment token or an API token (the workers then belong to its account). That
+exchange is a sign-in (accounts/signin.py): an enrolment token's use is recorded as
+such, an API token's as a sign-in of its account, a refused token as a failed one.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Redirect, Response, Template
 
-from appliance.accounts import api_tokens, credentials, enrolment, sessions
+from appliance.accounts import api_tokens, credentials, enrolment, sessions, signin
 from appliance.accounts.auth import PUBLIC, WORKER_COOKIE, access, client_address
 from appliance.accounts.signin import session_cookie
 from appliance.config import Settings
@@ -66,17 +68,24 @@ class WorkerSessionRequest(msgspec.Struct):
 @post("/worker/session", opt=access(PUBLIC), include_in_schema=False)
 async def worker_session(request: Request, data: WorkerSessionRequest, settings: NamedDependency[Settings]) -> Response:
     token = data.token.strip()
+    # The prefix the token pages show, and only of our tokens: something else pasted here may be a secret.
+    ours = token.startswith((credentials.API_TOKEN_PREFIX, credentials.ENROLMENT_TOKEN_PREFIX))
+    shown = credentials.shown_prefix(token) if ours else "(not a PeerMR token)"
     account_id = None
     if token.startswith(credentials.API_TOKEN_PREFIX):
         principal = await api_tokens.resolve(token)
-        account_id = principal.user_id if principal else None
+        if principal is not None:
+            account_id = principal.user_id
+            await signin.admitted(request, principal.email, signin.WORKER_TOKEN, token=shown)
     elif token.startswith(credentials.ENROLMENT_TOKEN_PREFIX):
         try:
             account_id = (await enrolment.redeem(token)).account_id
         except enrolment.EnrolmentRefused:
             account_id = None
     if account_id is None:
-        return Response({"detail": "This token is not valid (revoked, expired or used up)."}, status_code=401)
+        message = "This token is not valid (revoked, expired or used up)."
+        await signin.refused(request, "", signin.WORKER_TOKEN, message, token=shown)
+        return Response({"detail": message}, status_code=401)
     return await _start_worker_session(request, account_id, settings, Response(content=None, status_code=204))
 
 

@@ -57,22 +57,28 @@ async def login(request: Request, data: Form[LoginForm], settings: NamedDependen
     email = data.email.strip().lower()
     client = client_address(request)
 
-    def refuse(message: str, status: int) -> Template:
-        signin.refused(request, email, signin.PASSWORD, message)
+    async def refuse(message: str, status: int, action: str = signin.FAILED, **detail: object) -> Template:
+        await signin.refused(request, email, signin.PASSWORD, message, action, **detail)
         return login_form(request, settings, next=data.next, email=email, error=message, status=status)
 
+    password_off = f"Password sign-in is turned off here: sign in with {settings.sso_name}."
     if not settings.password_login and email != sso.break_glass_email(settings):
-        return refuse(f"Password sign-in is turned off here: sign in with {settings.sso_name}.", 403)
+        return await refuse(password_off, 403)
     try:
         await throttle.check(
             email, client, settings.login_max_failures, dt.timedelta(minutes=settings.login_window_minutes)
         )
     except throttle.Throttled as exc:
-        return refuse(str(exc), exc.status)
-    account = await users.check_credentials(email, data.password) if email and data.password else None
-    if account is None:
+        return await refuse(str(exc), exc.status, signin.THROTTLED, by=exc.by)
+    try:
+        account = await users.check_credentials(email, data.password)
+    except users.CredentialsRefused as exc:
         await throttle.record_failure(email, client)
-        return refuse(GENERIC_FAILURE, 400)
+        return await refuse(GENERIC_FAILURE, 400, cause=exc.why)
+    if not settings.password_login and not account.is_admin:
+        # The break-glass account was demoted (by hand, or by the provider's groups at a single sign-on):
+        # its password is no longer a way around single sign-on.
+        return await refuse(f"{password_off} {email} may use its password only while it is an admin.", 403)
     await throttle.clear(email)
     return await signin.signed_in(request, account, signin.PASSWORD, settings, data.next)
 
@@ -91,7 +97,7 @@ async def sso_start(request: Request, settings: NamedDependency[Settings], next:
     try:
         url, pending = await _oidc(request).begin(next_path)
     except sso.ProviderError as exc:
-        signin.refused(request, "", signin.SSO, str(exc))
+        await signin.refused(request, "", signin.SSO, str(exc))
         return login_form(request, settings, next=next_path, error=str(exc), status=exc.status)
     response = Redirect(path=url, status_code=303)
     response.cookies.append(
@@ -119,7 +125,7 @@ async def sso_callback(request: Request, settings: NamedDependency[Settings]) ->
         email, next_path = identity.email, pending.next
         account = await users.account_from_provider(identity.email, identity.role, identity.new_account_role)
     except ServiceError as exc:
-        signin.refused(request, getattr(exc, "email", "") or email, signin.SSO, str(exc))
+        await signin.refused(request, getattr(exc, "email", "") or email, signin.SSO, str(exc))
         response = login_form(request, settings, next=next_path, error=str(exc), status=exc.status)
     else:
         response = await signin.signed_in(request, account, signin.SSO, settings, next_path)

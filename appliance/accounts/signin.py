@@ -1,7 +1,8 @@
 """Where every sign-in ends: with a password or through the identity provider, admitted or refused.
 
 ``signed_in`` starts the dashboard session and ``refused`` records a failed attempt, so whatever
-must follow each sign-in (the log line today) is written once, for every way of signing in.
+must follow each sign-in (the log line, the last sign-in time, the audit entry) is written once, for
+every way of signing in. A worker tab that joins with a token (``POST /worker/session``) signs in too.
 """
 
 from __future__ import annotations
@@ -13,16 +14,23 @@ from litestar import Request
 from litestar.datastructures import Cookie
 from litestar.response import Redirect
 
-from appliance.accounts import sessions
+from appliance.accounts import sessions, users
 from appliance.accounts.auth import SESSION_COOKIE, client_address
 from appliance.accounts.forms import safe_next
 from appliance.accounts.users import Account
+from appliance.audit import service as audit
 from appliance.config import Settings
 
 log = logging.getLogger(__name__)
 
 PASSWORD = "password"
 SSO = "sso"
+WORKER_TOKEN = "worker token"  # a worker tab exchanging a token for its cookie (POST /worker/session)
+
+# Audit actions.
+SIGN_IN = "sign-in"
+FAILED = "sign-in.failed"
+THROTTLED = "sign-in.throttled"
 
 
 def session_cookie(key: str, settings: Settings, name: str = SESSION_COOKIE) -> Cookie:
@@ -47,13 +55,27 @@ async def signed_in(request: Request, account: Account, method: str, settings: S
         user_agent=request.headers.get("user-agent", ""),
         client=client,
     )
-    log.info("sign-in: %s (%s) from %s", account.email, method, client)
+    await users.set_last_login(account.id)
+    await admitted(request, account.email, method)
     target = "/ui/account/password" if account.must_change_password else safe_next(next_path)
     response = Redirect(path=target, status_code=303)
     response.cookies.append(session_cookie(key, settings))
     return response
 
 
-def refused(request: Request, email: str, method: str, reason: str) -> None:
-    """A failed sign-in: ``email`` as typed or as the provider sent it (empty when unknown)."""
+async def admitted(request: Request, email: str, method: str, **detail: object) -> None:
+    """What every sign-in leaves: the log line and the audit entry (``detail`` adds to its after)."""
+    log.info("sign-in: %s (%s) from %s", email, method, client_address(request))
+    await audit.record(email, SIGN_IN, email, None, {"method": method, **detail})
+
+
+async def refused(
+    request: Request, email: str, method: str, reason: str, action: str = FAILED, **detail: object
+) -> None:
+    """A failed sign-in: ``email`` as typed or as the provider sent it (empty when unknown: the entry's
+    actor is then whoever is calling), ``reason`` as the person was told, ``detail`` what only the
+    audit log is told (a disabled account, which limit throttled)."""
     log.info("refused sign-in: %s (%s) from %s: %s", email or "-", method, client_address(request), reason)
+    await audit.record(
+        email or None, action, email or "(unknown)", None, {"method": method, "reason": reason, **detail}
+    )

@@ -11,7 +11,6 @@ import datetime as dt
 import math
 
 from appliance.accounts.tables import LoginFailure
-from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.errors import TooManyRequests
 
@@ -20,9 +19,12 @@ CLIENT_FACTOR = 4
 
 
 class Throttled(TooManyRequests):
-    def __init__(self, retry_after: dt.timedelta):
+    """``by``: the count that was over its limit ("email" or "client")."""
+
+    def __init__(self, retry_after: dt.timedelta, by: str):
         minutes = max(1, math.ceil(retry_after.total_seconds() / 60))
         self.retry_after = retry_after
+        self.by = by
         super().__init__(
             f"Too many failed sign-in attempts. Wait {minutes} minute{'s' if minutes != 1 else ''} and try again."
         )
@@ -42,9 +44,8 @@ async def check(email: str, client: str, max_failures: int, window: dt.timedelta
             .limit(limit)
         )
         if len(rows) >= limit:
-            await audit.record(email, "sign-in.throttled", email, None, {"by": column._meta.name})
             # Free again when the oldest of the last `limit` failures leaves the window.
-            raise Throttled(rows[-1]["at"] + window - now())
+            raise Throttled(rows[-1]["at"] + window - now(), column._meta.name)
 
 
 async def record_failure(email: str, client: str) -> None:

@@ -13,6 +13,7 @@ from appliance.accounts import credentials
 from appliance.accounts.passwords import check_strength, hash_password, verify_password
 from appliance.accounts.tables import Role, Session, User
 from appliance.audit import service as audit
+from appliance.audit.context import acting, current
 from appliance.clock import now
 from appliance.errors import InvalidRequest, NotFound
 
@@ -22,6 +23,15 @@ EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 
 class AccountError(InvalidRequest):
     """A request about accounts that cannot be honoured; the message is shown to the user."""
+
+
+class CredentialsRefused(Exception):
+    """An email and password that match no active account; ``why`` is for the audit log only (the
+    person is told the same in every case)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
 
 
 class Account(msgspec.Struct, frozen=True):
@@ -195,16 +205,19 @@ async def change_password(user_id: int, current: str, new: str, keep_session_has
     await audit.note("account.password_changed", await email_of(user_id) or f"account {user_id}")
 
 
-async def check_credentials(email: str, password: str) -> Account | None:
-    """The account if email and password match an active user, else None (same timing either way)."""
+async def check_credentials(email: str, password: str) -> Account:
+    """The active account these are the email and password of, else CredentialsRefused (same timing either way)."""
     row = await User.select(*_FIELDS, User.password_hash).where(User.email == email.strip().lower()).first()
     ok = await verify_password(row["password_hash"] if row else None, password)
-    if not ok or not row or not row["active"]:
-        await audit.record(email, "sign-in.failed", email, None, {"reason": "inactive" if ok and row else "wrong"})
-        return None
-    await User.update({User.last_login_at: now()}).where(User.id == row["id"])
-    await audit.record(row["email"], "sign-in", row["email"], None, {"method": "password"})
+    if not ok or not row:
+        raise CredentialsRefused("wrong password or no such account")
+    if not row["active"]:
+        raise CredentialsRefused("account disabled")
     return _account(row)
+
+
+async def set_last_login(user_id: int) -> None:
+    await User.update({User.last_login_at: now()}).where(User.id == user_id)
 
 
 async def account_from_provider(email: str, role: str | None, new_account_role: str) -> Account:
@@ -213,40 +226,46 @@ async def account_from_provider(email: str, role: str | None, new_account_role: 
     Created at first sign-in with ``new_account_role`` (and a random password nobody knows: such
     accounts sign in through the provider); an existing one takes ``role`` when the provider's groups
     give one, except that the last active admin is never demoted this way. A disabled account, or
-    none when ``new_account_role`` is empty, is refused.
+    none when ``new_account_role`` is empty, is refused. The person signing in is the actor of what
+    this changes.
     """
     email = normalise_email(email)
-    account = await get_by_email(email)
-    if account is None:
-        if not new_account_role:
-            raise AccountError(f"There is no account for {email} here; ask an administrator to create one.")
-        await User.insert(
-            User(
-                email=email,
-                role=check_role(new_account_role),
-                active=True,
-                password_hash=await hash_password(credentials.new_password()),
-                must_change_password=False,
-                created_at=now(),
-            )
-        ).on_conflict(target=User.email, action="DO NOTHING")
+    with acting(email, current().address):
         account = await get_by_email(email)
-        assert account is not None
-    if not account.active:
-        raise AccountError(f"The account {email} is disabled.")
-    if role and role != account.role:
-        try:
-            account = await set_role(account.id, role)
-        except AccountError:
-            pass  # the last admin keeps the role; another admin changes it by hand
-    changes = {User.last_login_at: now()}
+        if account is None:
+            if not new_account_role:
+                raise AccountError(f"There is no account for {email} here; ask an administrator to create one.")
+            created = (
+                await User.insert(
+                    User(
+                        email=email,
+                        role=check_role(new_account_role),
+                        active=True,
+                        password_hash=await hash_password(credentials.new_password()),
+                        must_change_password=False,
+                        created_at=now(),
+                    )
+                )
+                .on_conflict(target=User.email, action="DO NOTHING")
+                .returning(User.id)
+            )
+            if created:  # not when another sign-in of the same person created it just before
+                await audit.note("account.created", email, None, {"role": new_account_role, "single_sign_on": True})
+            account = await get_by_email(email)
+            assert account is not None
+        if not account.active:
+            raise AccountError(f"The account {email} is disabled.")
+        if role and role != account.role:
+            try:
+                account = await set_role(account.id, role)
+            except AccountError:
+                pass  # the last admin keeps the role; another admin changes it by hand
     if account.must_change_password:
         # A one-time password handed out before: the provider proved who this is, so the password
         # is not needed and is voided rather than left working.
-        changes.update(
+        await User.update(
             {User.password_hash: await hash_password(credentials.new_password()), User.must_change_password: False}
-        )
-    await User.update(changes).where(User.id == account.id)
+        ).where(User.id == account.id)
     return await _require(account.id)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 from litestar import Request, get, post
 from litestar.params import FromQuery
-from litestar.response import Response, Template
+from litestar.response import Response, Stream, Template
 
 from appliance.accounts.auth import ADMIN, access
 from appliance.accounts.forms import Form
@@ -71,11 +71,11 @@ async def audit_csv(
     until: FromQuery[str] = "",
 ) -> Response:
     try:
-        body = await service.export_csv(Filters(actor, action, target, since, until))
+        batches = service.export_csv(Filters(actor, action, target, since, until))
     except ServiceError as exc:
         return Response(str(exc) + "\n", status_code=exc.status, media_type="text/plain; charset=utf-8")
-    return Response(
-        body,
+    return Stream(
+        batches,
         media_type="text/csv; charset=utf-8",
         headers={"content-disposition": 'attachment; filename="peermr-audit.csv"'},
     )

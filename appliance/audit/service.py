@@ -13,6 +13,7 @@ import csv
 import datetime as dt
 import io
 import logging
+from collections.abc import AsyncIterator
 
 import msgspec
 
@@ -25,7 +26,8 @@ from appliance.errors import InvalidRequest
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 200
-EXPORT_LIMIT = 100_000
+# The CSV export reads and sends this many entries at a time, so any number of them fits in memory.
+EXPORT_BATCH = 1000
 # Appends from this process take turns (the transaction serialises other processes on SQLite).
 _append_lock = asyncio.Lock()
 
@@ -143,15 +145,33 @@ def _as_text(cell: str) -> str:
     return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") else cell
 
 
-async def export_csv(filters: Filters) -> str:
-    """The matching entries, oldest first, as CSV (times in UTC)."""
+def export_csv(filters: Filters) -> AsyncIterator[str]:
+    """Every matching entry up to the newest now, oldest first, as CSV (times in UTC), a batch at a time."""
+    _query(AuditEntry.select(), filters)  # a malformed date is refused now, before the first line is sent
+    return _csv_batches(filters)
+
+
+async def _csv_batches(filters: Filters) -> AsyncIterator[str]:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["id", "at_utc", "actor", "action", "target", "address", "before", "after"])
-    for e in reversed(await entries(filters, EXPORT_LIMIT)):
-        texts = [e.actor, e.action, e.target, e.address, e.before, e.after]
-        writer.writerow([e.id, chain.stamp(e.at), *map(_as_text, texts)])
-    return out.getvalue()
+    last, newest = 0, (await _chain_row())["head_id"]
+    while True:
+        rows = (
+            await _query(AuditEntry.select(*_COLUMNS), filters)
+            .where((AuditEntry.id > last) & (AuditEntry.id <= newest))
+            .order_by(AuditEntry.id)
+            .limit(EXPORT_BATCH)
+        )
+        for row in rows:
+            texts = [row["actor"], row["action"], row["target"], row["address"], row["before"], row["after"]]
+            writer.writerow([row["id"], chain.stamp(row["at"]), *map(_as_text, texts)])
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()
+        if len(rows) < EXPORT_BATCH:
+            return
+        last = rows[-1]["id"]
 
 
 async def verify() -> chain.Verdict:

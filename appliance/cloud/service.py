@@ -26,6 +26,8 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError,
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeout
 from cryptography.fernet import Fernet, InvalidToken
 
+from appliance.accounts.users import email_of
+from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.cloud.tables import CloudSettings
 from appliance.cloud.validation import PROVIDER_NAMES, InvalidSetting, InvalidSettings, check_secret, clean
@@ -141,6 +143,18 @@ async def _row(account_id: int) -> dict | None:
     return await CloudSettings.select().where(CloudSettings.account == account_id).first()
 
 
+# What the audit log keeps of saved settings: where the bucket is, never the key id or the secret.
+AUDITED = ("provider", "endpoint_url", "region", "bucket")
+
+
+def _audited(row: dict | None) -> dict | None:
+    return None if row is None else {k: row[k] for k in AUDITED}
+
+
+async def _target(account_id: int) -> str:
+    return f"cloud data settings of {await email_of(account_id) or f'account {account_id}'}"
+
+
 async def settings_of(keys: CloudKeys, account_id: int) -> SettingsView | None:
     row = await _row(account_id)
     if row is None:
@@ -209,15 +223,22 @@ async def save_settings(
         else:
             await CloudSettings.update(values).where(CloudSettings.account == account_id)
     log.info("cloud data settings of account %s saved (%s bucket %s)", account_id, settings.provider, settings.bucket)
+    after = {**{k: getattr(settings, k) for k in AUDITED}, "key_replaced": token is not None}
+    await audit.note("cloud.saved", await _target(account_id), _audited(row), after)
     view = await settings_of(keys, account_id)
     assert view is not None
     return view
 
 
 async def remove_settings(account_id: int) -> bool:
-    removed = await CloudSettings.delete().where(CloudSettings.account == account_id).returning(CloudSettings.id)
+    removed = (
+        await CloudSettings.delete()
+        .where(CloudSettings.account == account_id)
+        .returning(*(getattr(CloudSettings, k) for k in AUDITED))
+    )
     if removed:
         log.info("cloud data settings of account %s removed", account_id)
+        await audit.note("cloud.removed", await _target(account_id), _audited(removed[0]), None)
     return bool(removed)
 
 
@@ -490,6 +511,7 @@ async def set_worker_cors(storage: CloudStorage, origins: list[str]) -> str | No
     except CloudDataError as exc:
         return str(exc)
     log.info("worker CORS rule set on bucket %s for %s", storage.bucket, ", ".join(origins))
+    await audit.note("cloud.cors", f"bucket {storage.bucket} at {storage.where}", None, {"origins": origins})
     return None
 
 

@@ -6,6 +6,7 @@ sign-in turned off except for the break-glass admin.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -92,6 +93,17 @@ def account_row(appliance: Appliance, email: str) -> tuple | None:
     return rows[0] if rows else None
 
 
+def audited(appliance: Appliance, action: str) -> list[tuple[str, str, dict]]:
+    """The audit log's entries of ``action``, oldest first: who, on what, and the after values."""
+    rows = appliance.query(f"SELECT actor, target, after FROM audit_entry WHERE action = '{action}' ORDER BY id")
+    return [(actor, target, json.loads(after)) for actor, target, after in rows]
+
+
+def refusals(appliance: Appliance) -> list[tuple[str, str, str]]:
+    """Failed sign-ins as the audit log has them: who, how, and the reason they were told."""
+    return [(actor, after["method"], after["reason"]) for actor, _, after in audited(appliance, "sign-in.failed")]
+
+
 def test_first_sign_in_creates_the_account_with_the_role_its_groups_give(sso, page):
     provider, appliance, _ = sso
     assert account_row(appliance, "ada@corp.example") is None
@@ -100,6 +112,10 @@ def test_first_sign_in_creates_the_account_with_the_role_its_groups_give(sso, pa
     expect(page.locator("body")).to_contain_text("ada@corp.example")
     assert account_row(appliance, "ada@corp.example") == ("admin", 1)
     assert "sign-in: ada@corp.example (sso) from 127.0.0.1" in appliance.log()
+    # The audit log has the account made at the first sign-in and the sign-in, both by ada herself.
+    ada = "ada@corp.example"
+    assert (ada, ada, {"role": "admin", "single_sign_on": True}) in audited(appliance, "account.created")
+    assert (ada, ada, {"method": "sso"}) in audited(appliance, "sign-in")
     # An admin through the provider's group: Admin → Settings shows the sign-on settings, never the secret.
     page.goto(appliance.url + "/ui/admin/settings")
     section = page.locator("#single-sign-on")
@@ -119,6 +135,13 @@ def test_first_sign_in_creates_the_account_with_the_role_its_groups_give(sso, pa
         other.close()
     assert account_row(appliance, "dan@corp.example") == ("coordinator", 1)
     assert appliance.query("SELECT must_change_password FROM accounts_user WHERE email = 'dan@corp.example'") == [(0,)]
+    # The role the provider's group gave is recorded as dan's own doing at his sign-in, from his address.
+    dan = "dan@corp.example"
+    assert audited(appliance, "account.role")[-1] == (dan, dan, {"role": "coordinator"})
+    assert appliance.query(f"SELECT address FROM audit_entry WHERE action = 'account.role' AND actor = '{dan}'") == [
+        ("127.0.0.1",)
+    ]
+    assert (dan, dan, {"method": "sso"}) in audited(appliance, "sign-in")
 
 
 def test_someone_in_no_mapped_group_gets_the_default_role_and_a_worker_tab_joins_as_them(sso, page):
@@ -161,6 +184,10 @@ def test_refused_domain_and_missing_email_are_told_and_create_nothing(sso, page)
         expect(second.locator("#login-error")).to_contain_text("sent no email address")
     finally:
         other.close()
+    # Both refusals are in the audit log: eve's under her email, the one without an email as anonymous.
+    refused = [(actor, method, reason.split(" (")[0]) for actor, method, reason in refusals(appliance)]
+    assert ("eve@elsewhere.example", "sso", "Accounts at elsewhere.example may not sign in here") in refused
+    assert any(actor == "anonymous" and "sent no email address" in reason for actor, _, reason in refused)
 
 
 def test_password_sign_in_is_off_except_for_the_break_glass_admin(sso, page):
@@ -173,6 +200,11 @@ def test_password_sign_in_is_off_except_for_the_break_glass_admin(sso, page):
     password_sign_in(page, "local@corp.example", "local-password-1")
     expect(page.locator("#login-error")).to_contain_text("Password sign-in is turned off here: sign in with Corp ID")
     assert not any(c["name"] == "peermr_session" for c in page.context.cookies())
+    assert refusals(appliance)[-1] == (
+        "local@corp.example",
+        "password",
+        "Password sign-in is turned off here: sign in with Corp ID.",
+    )
     # The refused form comes back folded open, with the email typed.
     page.locator("input[name=email]").fill(ADMIN_EMAIL)
     page.locator("input[name=password]").fill(ADMIN_PASSWORD)
@@ -189,3 +221,6 @@ def test_a_wrong_client_secret_is_a_clear_error_on_the_sign_in_page(sso, page):
     expect(error).to_contain_text("refused the appliance's client credentials (invalid_client")
     expect(error).to_contain_text("Check sso_client_id and sso_client_secret")
     assert account_row(wrong_secret, "dan@corp.example") is None
+    # Nobody is named before the provider vouches for someone: the refusal is the anonymous caller's.
+    [(actor, method, reason)] = refusals(wrong_secret)
+    assert (actor, method) == ("anonymous", "sso") and "refused the appliance's client credentials" in reason

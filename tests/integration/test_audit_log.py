@@ -14,8 +14,16 @@ from collections import Counter
 
 import pytest
 
+from appliance import db
+from appliance.accounts import users
+from appliance.audit import service
+from appliance.audit.context import acting
+from appliance.audit.tables import AuditEntry
+from appliance.billing import prices, settlement
+from appliance.billing.tables import Payout
 from appliance.config import load_settings
 from tests.integration.test_authorization_matrix import CASES, callers, perform  # noqa: F401 (a fixture)
+from tests.integration.test_billing_stripe import AFTER_MARCH, MARCH, UTC, connect, worker_earnings  # noqa: F401
 from tests.integration.test_job_scheduling import Api, job_script, token_for
 from tests.sim_workers import SimWorker, cookie_of
 from tests.support import ADMIN_EMAIL, running_on_postgres
@@ -29,15 +37,55 @@ def entries(appliance) -> list[dict]:
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
+def entry_count(appliance) -> int:
+    return appliance.query("SELECT count(*) FROM audit_entry")[0][0]
+
+
+# Requests of the matrix that succeed without changing anything, so they leave no entry (those for which the
+# test signs in or enrols a fresh caller first always find that caller's entries).
+NO_CHANGE = {
+    ("POST", "/ui/workers/{worker_id:str}/disconnect"): "no such worker is connected",
+    ("POST", "/ui/cloud/test"): "a connection test reads",
+    ("POST", "/ui/cloud/cors"): "nothing saved: no bucket to set CORS on",
+    ("POST", "/ui/cloud/remove"): "nothing saved to remove",
+    ("POST", "/ui/payments/onboard"): "Stripe is not configured: nothing to onboard to",
+    ("POST", "/ui/admin/billing/invoices/{invoice_id:int}/retry"): "no such invoice",
+    ("POST", "/ui/admin/billing/payouts/{payout_id:int}/retry"): "no such payout",
+}
+
+
+def changed(method: str, response) -> bool:
+    """A state-changing request that was answered as done (not refused, not sent to sign in first)."""
+    if method not in ("POST", "PUT", "DELETE") or response is None or response.status_code >= 400:
+        return False
+    return not response.headers.get("location", "").startswith("/login?next=")
+
+
 @pytest.fixture(scope="module")
-def matrix_done(appliance, callers):  # noqa: F811
-    """Every request of the authorization matrix, made once on this module's appliance."""
+def matrix_changes(appliance, callers):  # noqa: F811
+    """Every request of the authorization matrix, made once on this module's appliance: for each, whether
+    it changed something (by its answer) and how many audit entries it added."""
+    made = {}
     for method, route, caller in CASES:
-        perform(appliance, callers, method, route, caller)
+        before = entry_count(appliance)
+        response = perform(appliance, callers, method, route, caller)
+        made[(method, route, caller)] = (changed(method, response), entry_count(appliance) - before)
+    return made
+
+
+@pytest.fixture(scope="module")
+def matrix_done(appliance, matrix_changes):
+    """The entries once the matrix is done."""
     return entries(appliance)
 
 
-def test_every_action_of_the_matrix_is_recorded(matrix_done):
+def test_every_action_of_the_matrix_is_recorded(matrix_done, matrix_changes):
+    # Each request that changed something left an entry: a new route that changes state unrecorded fails here.
+    unrecorded = [
+        case for case, (done, added) in matrix_changes.items() if done and not added and case[:2] not in NO_CHANGE
+    ]
+    assert not unrecorded, f"successful changes with no audit entry: {unrecorded}"
+
     seen = Counter((e["actor"], e["action"]) for e in matrix_done)
     command = next(e["actor"] for e in matrix_done if e["actor"].startswith("peermr command ("))
     expected = {
@@ -55,6 +103,12 @@ def test_every_action_of_the_matrix_is_recorded(matrix_done):
         ("coordinator@example.com", "sign-out"): 1,
         # POST /login with a wrong password, once per kind of caller.
         ("nobody@example.com", "sign-in.failed"): 5,
+        # POST /worker/session with a token that is not valid: by whoever calls (anonymous and enrolled
+        # browsers are anonymous there).
+        ("anonymous", "sign-in.failed"): 2,
+        ("worker@example.com", "sign-in.failed"): 1,
+        ("coordinator@example.com", "sign-in.failed"): 1,
+        (ADMIN_EMAIL, "sign-in.failed"): 1,
         (ADMIN_EMAIL, "enrolment.created"): 2,
         (ADMIN_EMAIL, "enrolment.revoked"): 1,
         # Browsers enrolling without an account: the fixture's, the anonymous caller's POST /enrol, and the
@@ -116,8 +170,10 @@ def test_admin_page_filters_and_exports(appliance, matrix_done, admin):
     assert admin.form("/login", {"email": "=HYPERLINK(1)", "password": "x"}).status_code == 400
     formula = list(csv.DictReader(io.StringIO(admin.get("/ui/admin/audit.csv", params={"actor": "HYPERLINK"}).text)))
     assert [(r["actor"], r["target"]) for r in formula] == [("'=hyperlink(1)", "'=hyperlink(1)")]
-    # A malformed date is refused with a message, not a crash.
+    # A malformed date is refused with a message, not a crash (the export too, before it starts).
     refused = admin.get("/ui/admin/audit", params={"since": "yesterday"})
+    assert refused.status_code == 400 and "must be a date like" in refused.text
+    refused = admin.get("/ui/admin/audit.csv", params={"until": "soon"})
     assert refused.status_code == 400 and "must be a date like" in refused.text
     refused = admin.form("/ui/admin/audit/retention", {"retention_days": "0"})
     assert refused.status_code == 400 and "at least 1 day" in refused.text
@@ -179,9 +235,6 @@ def test_verify_names_the_row_changed_deleted_or_inserted(appliance, matrix_done
 
 
 def test_pruning_keeps_the_chain_verifiable(tmp_path):
-    from appliance import db
-    from appliance.audit import service
-
     settings = load_settings({"data_dir": str(tmp_path / "data")}, environ={})
 
     async def scenario():
@@ -240,3 +293,64 @@ async def test_runs_prices_billing_closes_and_disconnects_are_recorded(appliance
     # The dashboard's and the API's actions come from the tests' address; the commands' (the coordinator's
     # token, the close) from "local".
     assert all(e["address"] == LOCAL for e in found.values() if not e["actor"].startswith("peermr command ("))
+
+
+async def test_the_csv_export_has_every_matching_entry(tmp_path, monkeypatch):
+    # Batches of 3 stand for the real 1000: the export reads and sends batch after batch to the last entry.
+    monkeypatch.setattr(service, "EXPORT_BATCH", 3)
+    db.configure(load_settings({"data_dir": str(tmp_path / "data")}, environ={}))
+    await db.migrate()
+    for n in range(10):
+        await service.record("someone@example.com", "test.action", f"thing {n}", None, {"n": n}, "10.0.0.1")
+        await service.record("other@example.com", "test.other", f"other {n}")
+    exported = "".join([batch async for batch in service.export_csv(service.Filters(action="test.action"))])
+    rows = list(csv.DictReader(io.StringIO(exported)))
+    assert [r["target"] for r in rows] == [f"thing {n}" for n in range(10)]
+    assert json.loads(rows[-1]["after"]) == {"n": 9}
+
+
+async def test_payouts_are_recorded(connect):  # noqa: F811
+    """Each attempt at a payout: waiting for the worker's Stripe onboarding at the monthly close, then sent
+    when an admin retries it (Admin → Billing)."""
+    billing = connect.billing
+    walt, _ = await users.create_user("walt@example.com", "worker", "walt-password-12")
+    await prices.set_price("cpu_ms", "120", "80", dt.date(2026, 1, 1), tz=UTC)
+    await worker_earnings(walt.id, MARCH, "m", 3)
+    await settlement.close_due(billing, at=AFTER_MARCH)
+    await settlement.onboarding_link(
+        billing.require_gateway(), walt.id, "https://peermr.test/r", "https://peermr.test/f"
+    )
+    connect.accounts["acct_0001"].update(details_submitted=True, payouts_enabled=True)
+    [payout] = await Payout.select(Payout.id, Payout.key)
+    with acting(ADMIN_EMAIL, "10.1.2.3"):
+        assert await settlement.retry_payout(billing, payout["id"]) == "sent"
+
+    rows = await AuditEntry.select().where(AuditEntry.action == "billing.payout").order_by(AuditEntry.id)
+    assert [(r["actor"], r["address"]) for r in rows] == [("appliance", ""), (ADMIN_EMAIL, "10.1.2.3")]
+    assert {r["target"] for r in rows} == {f"payout #{payout['id']} ({payout['key']})"}
+    after = [json.loads(r["after"]) for r in rows]
+    assert [(a["state"], a["amount"]) for a in after] == [("awaiting-onboarding", 240), ("sent", 240)]
+    assert (await service.verify()).ok
+
+
+def test_a_worker_tab_joining_with_a_token_is_a_sign_in(appliance, matrix_done):
+    token = token_for(appliance, "coordinator@example.com")
+    first = entry_count(appliance)
+    tab = appliance.client()
+    assert tab.post("/worker/session", json={"token": token}, headers={"x-csrftoken": tab.csrf()}).status_code == 204
+    # A password pasted where the token belongs: refused, and only said to be no PeerMR token.
+    pasted = "correct-horse-battery-staple"
+    other = appliance.client()
+    assert (
+        other.post("/worker/session", json={"token": pasted}, headers={"x-csrftoken": other.csrf()}).status_code == 401
+    )
+    joined, refused = entries(appliance)[first:]
+    assert (joined["actor"], joined["action"], joined["target"]) == (
+        "coordinator@example.com",
+        "sign-in",
+        "coordinator@example.com",
+    )
+    assert json.loads(joined["after"]) == {"method": "worker token", "token": token[:12]}
+    assert (refused["actor"], refused["action"], refused["address"]) == ("anonymous", "sign-in.failed", LOCAL)
+    assert json.loads(refused["after"])["token"] == "(not a PeerMR token)"
+    assert pasted not in refused["after"] and token not in joined["after"]

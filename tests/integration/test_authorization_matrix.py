@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import httpx
 import pytest
 from litestar.routes import HTTPRoute, WebSocketRoute
 from websockets.exceptions import InvalidStatus
@@ -428,8 +429,8 @@ def test_route_authorization(appliance, callers, method, route, caller):
     perform(appliance, callers, method, route, caller)
 
 
-def perform(appliance, callers, method: str, route: str, caller: str) -> None:
-    """Call the route as the caller and check the status it gets."""
+def perform(appliance, callers, method: str, route: str, caller: str) -> httpx.Response | None:
+    """Call the route as the caller and check the status it gets; the response (None for a WebSocket)."""
     clients, tokens, values = callers
     path_template, data, expected = MATRIX[(method, route)]
     path = path_template.format(**values)
@@ -449,7 +450,7 @@ def perform(appliance, callers, method: str, route: str, caller: str) -> None:
         headers["Authorization"] = f"Bearer {tokens[caller]}"
     if method == "WS":
         assert websocket_status(appliance.url + path, client) == expected[caller], f"WS {path} as {caller}"
-        return
+        return None
     if method == "GET":
         response = client.get(path, headers=headers)
     elif method in ("PUT", "DELETE"):
@@ -466,6 +467,7 @@ def perform(appliance, callers, method: str, route: str, caller: str) -> None:
     if response.status_code == 303 and caller in ("anon", "enrolled") and expected is not everyone(303):
         location = response.headers["location"]
         assert location.startswith("/login") or route in ("/", "/logout", "/enrol/{token:str}", "/login"), location
+    return response
 
 
 def websocket_status(url: str, client: Client) -> int:

@@ -323,3 +323,29 @@ def test_worker_accounts_are_refused(people, appliance, s3):
         assert wes.form(f"/ui/cloud/{action}").status_code == 403
     assert saved_row(appliance, "wes@example.com") is None
     assert "/ui/cloud" not in wes.get("/ui").text
+
+
+def test_saves_cors_and_removal_are_audited_without_the_keys(people, appliance, s3):
+    cass = people["cass"]
+    bucket = s3.create_bucket("cass-audited")
+    [(first,)] = appliance.query("SELECT max(id) FROM audit_entry")
+    assert save(cass, fields(s3, bucket)).status_code == 303
+    assert save(cass, fields(s3, bucket, region="eu-west-1", secret_access_key="")).status_code == 303
+    assert cass.form("/ui/cloud/cors").status_code == 303
+    assert cass.form("/ui/cloud/remove").status_code == 303
+
+    rows = appliance.query(
+        f"SELECT actor, action, target, before, after FROM audit_entry WHERE id > {first} ORDER BY id"
+    )
+    assert {row[0] for row in rows} == {"cass@example.com"}
+    assert [row[1] for row in rows] == ["cloud.saved", "cloud.saved", "cloud.cors", "cloud.removed"]
+    where = {"provider": "s3", "endpoint_url": s3.url, "bucket": bucket}
+    saved, changed, cors, removed = [
+        (target, json.loads(before), json.loads(after)) for *_, target, before, after in rows
+    ]
+    assert saved == ("cloud data settings of cass@example.com", None, {**where, "region": REGION, "key_replaced": True})
+    assert changed[1:] == ({**where, "region": REGION}, {**where, "region": "eu-west-1", "key_replaced": False})
+    assert cors == (f"bucket {bucket} at {s3.url}", None, {"origins": [appliance.url]})
+    assert removed[1:] == ({**where, "region": "eu-west-1"}, None)
+    # Neither the secret nor the key id is in the log.
+    assert not [row for row in rows if SECRET in row[3] + row[4] or "AKIAEXAMPLE" in row[3] + row[4]]

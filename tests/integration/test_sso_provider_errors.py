@@ -9,6 +9,7 @@ does: it serves the discovery document and keys the test sets, and the test sign
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -22,7 +23,7 @@ from joserfc.jwk import KeySet, RSAKey
 from appliance.accounts.sso import OidcClient, PendingSigner, ProviderError, SignInRefused
 from appliance.config import load_settings
 from appliance.errors import InvalidRequest
-from tests.support import Appliance, QuietHandler, free_port
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, QuietHandler, free_port
 
 CLIENT_ID = "peermr"
 KEY = RSAKey.generate_key(2048, parameters={"kid": "good"})
@@ -219,22 +220,66 @@ async def test_the_authorization_request_carries_pkce_state_and_nonce(provider):
 # -- through the appliance ------------------------------------------------------------------------
 
 
-def test_the_sign_in_page_shows_a_provider_error_and_still_offers_the_break_glass_form(tmp_path):
+BREAK_GLASS = "keeper@example.com"
+
+
+@pytest.fixture(scope="module")
+def unreachable(tmp_path_factory):
+    """An appliance whose provider cannot be reached, with password sign-in off but for keeper@example.com."""
     closed = f"http://127.0.0.1:{free_port()}"
     appliance = Appliance(
-        tmp_path / "data",
+        tmp_path_factory.mktemp("sso-down") / "data",
         env={
             "PEERMR_SSO_ISSUER": closed,
             "PEERMR_SSO_CLIENT_ID": CLIENT_ID,
             "PEERMR_SSO_CLIENT_SECRET": "secret",
             "PEERMR_PASSWORD_LOGIN": "false",
+            "PEERMR_BREAK_GLASS_EMAIL": BREAK_GLASS,
         },
     ).start()
-    try:
-        response = appliance.client().get("/login/sso?next=/worker")
-        assert response.status_code == 502
-        error = re.search(r'id="login-error">([^<]+)<', response.text).group(1)
-        assert "The identity provider cannot be reached" in error and "Check sso_issuer" in error
-        assert 'id="password-sign-in"' in response.text and 'name="next" value="/worker"' in response.text
-    finally:
-        appliance.stop()
+    yield appliance
+    appliance.stop()
+
+
+def refusals(appliance: Appliance) -> list[tuple[str, dict]]:
+    """Failed sign-ins in the audit log: who, and what it says of them."""
+    rows = appliance.query("SELECT actor, after FROM audit_entry WHERE action = 'sign-in.failed' ORDER BY id")
+    return [(actor, json.loads(after)) for actor, after in rows]
+
+
+def test_the_sign_in_page_shows_a_provider_error_and_still_offers_the_break_glass_form(unreachable):
+    response = unreachable.client().get("/login/sso?next=/worker")
+    assert response.status_code == 502
+    error = re.search(r'id="login-error">([^<]+)<', response.text).group(1)
+    assert "The identity provider cannot be reached" in error and "Check sso_issuer" in error
+    assert 'id="password-sign-in"' in response.text and 'name="next" value="/worker"' in response.text
+    # The audit log has the failed attempt, from someone not yet known, with the reason they were shown.
+    actor, after = refusals(unreachable)[-1]
+    assert actor == "anonymous" and after["method"] == "sso"
+    assert after["reason"].startswith("The identity provider cannot be reached")
+
+
+def test_the_break_glass_password_works_only_while_its_account_is_an_admin(unreachable):
+    unreachable.add_user(BREAK_GLASS, "admin", "keeper-password-1")
+    keeper = unreachable.client()
+    assert keeper.login(BREAK_GLASS, "keeper-password-1").status_code == 303
+    # Any other password is refused, the first admin's too.
+    refused = unreachable.client().form("/login", {"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD})
+    assert refused.status_code == 403 and "Password sign-in is turned off here" in refused.text
+
+    # Once the break-glass account is no longer an admin (here it demotes itself), its password is refused too.
+    page = keeper.get("/ui/admin/accounts").text
+    account_id = re.search(rf'id="account-(\d+)" data-email="{BREAK_GLASS}"', page).group(1)
+    assert keeper.form(f"/ui/admin/accounts/{account_id}/role", {"role": "coordinator"}).status_code == 303
+    demoted = unreachable.client().form("/login", {"email": BREAK_GLASS, "password": "keeper-password-1"})
+    assert demoted.status_code == 403
+    assert f"{BREAK_GLASS} may use its password only while it is an admin" in html.unescape(demoted.text)
+    assert "peermr_session" not in demoted.cookies
+
+    assert [(actor, after["reason"].split(":")[0]) for actor, after in refusals(unreachable)[-2:]] == [
+        (ADMIN_EMAIL, "Password sign-in is turned off here"),
+        (BREAK_GLASS, "Password sign-in is turned off here"),
+    ]
+    assert "only while it is an admin" in refusals(unreachable)[-1][1]["reason"]
+    signed_in = unreachable.query(f"SELECT after FROM audit_entry WHERE action = 'sign-in' AND actor = '{BREAK_GLASS}'")
+    assert [json.loads(after) for (after,) in signed_in] == [{"method": "password"}]
