@@ -20,8 +20,11 @@ TRANSFER_TIMEOUT = 120.0
 REPORT_GRACE = 30.0
 
 
-# Blob copies between browsers over WebRTC (a copy relayed by TURN also counts in peermr_turn_relayed_bytes_total).
-PEER_BYTES = Counter("peermr_peer_bytes_total", "Blob bytes copied between worker browsers")
+# Bytes between browsers over WebRTC (relayed by TURN, they also count in peermr_turn_relayed_bytes_total):
+# kind="blob", blob copies; kind="link", a run's links (peer messages, collectives), as billing counts them.
+PEER_BYTES = Counter("peermr_peer_bytes_total", "Bytes moved between worker browsers", ["kind"])
+BLOB_BYTES = PEER_BYTES.labels(kind="blob")
+LINK_BYTES = PEER_BYTES.labels(kind="link")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ class Link(Pairing):
     tag: TransferTag | None = None
     accounts: dict[str, int] = field(default_factory=dict)
     reported: dict[str, int] = field(default_factory=dict)
+    # What peermr_peer_bytes_total has of it: the counted bytes as they grow with the reports.
+    exported: int = 0
     # Pages report before their task-done, so the reports are in when the run ends; a link closed
     # because a worker left may still get the other end's last report within this.
     settle_seconds: float = 2.0
@@ -143,13 +148,17 @@ class Transfers:
         link = self.links.get(transfer_id) or self.recent_links.get(transfer_id, (None, 0.0))[0]
         if link is not None and link.peer_of(worker_id) is not None:
             link.reported[worker_id] = max(0, size)  # cumulative: the latest report holds
+            # Counted as the pages report (about once a second), not only when billing meters the link.
+            if (grown := link.counted_bytes - link.exported) > 0:
+                LINK_BYTES.inc(grown)
+                link.exported += grown
 
     def get(self, transfer_id: str) -> Transfer | None:
         return self.active.get(transfer_id)
 
     def finish(self, transfer: Transfer, ok: bool, reason: str = "") -> None:
         if ok and self.active.get(transfer.id) is transfer:
-            PEER_BYTES.inc(transfer.size)
+            BLOB_BYTES.inc(transfer.size)
         self.active.pop(transfer.id, None)
         self.recent[transfer.id] = (transfer, time.monotonic())
         if not transfer.done.done():

@@ -4,6 +4,7 @@ graphs (workers, queue, runs, tasks and their failures, PMRFS) after real runs o
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from tests.integration.test_job_scheduling import Api, job_script, token_for
-from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, start_workers
+from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, finish_empty, start_workers
 
 # Linux answers on all of 127.0.0.0/8: a client bound to 127.0.0.2 is another source address.
 OTHER_SOURCE = "127.0.0.2"
@@ -138,8 +139,58 @@ async def test_what_an_operator_graphs(appliance, carol):
         - value(before, "peermr_task_failures_total", cause="job_error")
         == 1
     )
-    for name in ("peermr_peer_bytes_total", "peermr_turn_allocations", "peermr_pmrfs_blobs", "peermr_pmrfs_bytes"):
-        assert re.search(f"^{name} ", text, re.M), f"{name} is missing"
+    for name in (
+        'peermr_peer_bytes_total{kind="blob"}',
+        "peermr_turn_allocations",
+        "peermr_pmrfs_blobs",
+        "peermr_pmrfs_bytes",
+    ):
+        assert re.search(f"^{re.escape(name)} ", text, re.M), f"{name} is missing"
+
+    # Two ranks linked directly (peer messages, collectives): the bytes both pages report, counted as billing
+    # counts them (the smaller report), while the run goes on.
+    assert await link_bytes(appliance, client, api, reports=(70_000, 65_536)) == 65_536
+
+
+def link_counter(appliance) -> float:
+    return value(scrape(appliance).text, "peermr_peer_bytes_total", kind="link")
+
+
+async def link_bytes(appliance, client, api: Api, reports: tuple[int, int]) -> float:
+    """Run a job on two workers whose map tasks link rank 0 to rank 1 and report ``reports`` bytes through
+    it (rank 0's, rank 1's); how much the link counter grew while the tasks still ran."""
+    maps: dict[int, tuple[SimWorker, dict]] = {}
+    started, reported, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def on_task(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            maps[task["rank"]] = (worker, task)
+            if len(maps) == 2:
+                started.set()
+            await started.wait()
+            if task["rank"] == 0:
+                link = await worker.request({"type": "peer-link", "taskId": task["taskId"], "toRank": 1})
+                for rank, size in enumerate(reports):
+                    await maps[rank][0].send({"type": "transfer-bytes", "transferId": link["linkId"], "bytes": size})
+                reported.set()
+            await release.wait()
+        await finish_empty(worker, task)
+
+    before = link_counter(appliance)
+    workers = await start_workers(appliance.url, cookie_of(client), 2, on_task=on_task)
+    try:
+        run = api.run(api.job(job_script(workers=2)))
+        await asyncio.wait_for(reported.wait(), 30)
+        for _ in range(100):  # each worker's messages are read in turn: the second report may take a moment
+            if (grown := link_counter(appliance) - before) > 0:
+                break
+            await asyncio.sleep(0.1)
+        release.set()
+        assert (await api.wait(run["id"]))["state"] == "succeeded"
+        return grown
+    finally:
+        for w in workers:
+            await w.close()
 
 
 def test_the_grafana_dashboard_graphs_metrics_the_appliance_exposes(appliance):
