@@ -1,5 +1,5 @@
-// The task runtime inside the sandbox: a dedicated Web Worker per task, started by the worker page
-// (static/worker/tasks.js) from the run's sandbox script, which the appliance serves as
+// The task runtime inside the sandbox: a dedicated Web Worker per run and tab, started by the worker
+// page (static/worker/tasks.js) from the run's sandbox script, which the appliance serves as
 //
 //   importScripts('/static/worker/sandbox.js');      // this file: defines self.peermrSandbox
 //   peermrSandbox.loadScripts([...job scripts]);      // the job's declared scripts
@@ -8,8 +8,11 @@
 //
 // It runs the input function or a stage function with `context`, encodes what they emit with
 // static/worker/codecs.js into one blob per output partition, and reports to the page:
+// It runs one task at a time; a run that loads no scripts of its own has its tasks on a tab run in
+// the same sandbox, each with the globals as they were before the first (see "one task after another").
 //   page -> sandbox  {type: 'run', task, inputs: [Blob | ArrayBuffer | {url}]}, {type: 'put-url', id, url, key}
-//   sandbox -> page  {type: 'log', level, text, at}, {type: 'progress', emits, bytes, ticks},
+//   sandbox -> page  {type: 'ready', reusable} (loaded: the page may run the run's next tasks in it),
+//                    {type: 'log', level, text, at}, {type: 'progress', emits, bytes, ticks},
 //                    {type: 'worker-timeout', seconds}, {type: 'need-put-url', id, partition},
 //                    {type: 'output', partition, data (transferred), records}            (pmrfs)
 //                    {type: 'output', partition, key, size, records}                     (s3, after its PUT)
@@ -55,7 +58,7 @@
   let allowedOrigins = [scope.location.origin];
   let sealed = false;
   let definition = null;
-  let task = null;         // the running task (one per sandbox)
+  let task = null;         // the running task, or the last one (one at a time)
   let logLines = 0;
   let nextRequestId = 1;
   const replies = new Map();  // request id -> resolve(the page's reply)
@@ -108,6 +111,7 @@
 
   function loadScripts(urls) {
     if (sealed) throw new Error(IMPORT_REFUSED);
+    reusable = !urls?.length;
     for (const url of urls || []) {
       try {
         originalImportScripts(url);
@@ -119,6 +123,70 @@
 
   function define({input = null, stages = []} = {}) {
     definition = {input, stages};
+    post({type: 'ready', reusable});
+  }
+
+  // --- one task after another ----------------------------------------------------------------------
+
+  // The page hands a sandbox the run's next task only when the run loads no scripts (a library's own
+  // state would outlive the task) and the last task ended well. The next task then starts from the
+  // globals as they were when the first started: what a task added to or replaced on the global
+  // object is gone, its timers are cleared, its registered update functions forgotten, and its
+  // context, if its code still holds it, does nothing more. Changes to built-in prototypes stay
+  // (docs/sdk.md); tasks of other runs never share a sandbox.
+  let reusable = true;
+  let firstGlobals = null;   // the global object's own properties when the first task started
+  const jobTimers = new Set();
+
+  function trackTimers() {
+    const setInterval = scope.setInterval.bind(scope);
+    const clearInterval = scope.clearInterval.bind(scope);
+    const track = set => function (handler, ...rest) {
+      const id = set(typeof handler === 'function' && set === later
+        ? function (...args) { jobTimers.delete(id); return handler.apply(this, args); }
+        : handler, ...rest);
+      jobTimers.add(id);
+      return id;
+    };
+    const untrack = clear => id => { jobTimers.delete(id); clear(id); };
+    replaceGlobal('setTimeout', track(later));
+    replaceGlobal('setInterval', track(setInterval));
+    replaceGlobal('clearTimeout', untrack(cancelLater));
+    replaceGlobal('clearInterval', untrack(clearInterval));
+  }
+  trackTimers();
+
+  const sameDescriptor = (a, b) => Object.is(a.value, b.value) && a.get === b.get && a.set === b.set &&
+    a.writable === b.writable && a.enumerable === b.enumerable && a.configurable === b.configurable;
+
+  // The globals back as the first task found them; '' or what could not be put back.
+  function globalsAsFirst() {
+    for (const id of jobTimers) cancelLater(id);  // clearTimeout clears intervals too
+    jobTimers.clear();
+    psFunctions.clear();
+    replies.clear();
+    logLines = 0;
+    for (const key of Reflect.ownKeys(scope)) {
+      if (!firstGlobals.has(key) && !Reflect.deleteProperty(scope, key)) return `the global ${String(key)} cannot be removed`;
+    }
+    for (const [key, first] of firstGlobals) {
+      const now = Object.getOwnPropertyDescriptor(scope, key);
+      if (now && sameDescriptor(now, first)) continue;
+      if (!Reflect.defineProperty(scope, key, first)) return `the global ${String(key)} cannot be put back`;
+    }
+    return '';
+  }
+
+  // A task's context: once the sandbox has gone on to another task, job code of this one that still
+  // holds it waits forever, as it would have in a Web Worker that was stopped.
+  function ownedBy(owner, context) {
+    const guard = fn => function (...args) { return task === owner ? fn.apply(this, args) : new Promise(() => {}); };
+    const guarded = {};
+    for (const [name, value] of Object.entries(context)) {
+      if (typeof value === 'function') guarded[name] = guard(value);
+      else guarded[name] = Object.freeze(Object.fromEntries(Object.entries(value).map(([k, fn]) => [k, guard(fn)])));
+    }
+    return guarded;
   }
 
   // --- logs ----------------------------------------------------------------------------------------
@@ -737,7 +805,9 @@
   }
 
   function start(spec, inputs) {
-    if (task) return;  // one task per sandbox
+    if (task && !task.ended) return;  // one task at a time
+    const problem = task ? globalsAsFirst() : '';
+    if (!task) firstGlobals = new Map(Reflect.ownKeys(scope).map(key => [key, Object.getOwnPropertyDescriptor(scope, key)]));
     task = {
       spec, started: clock(), emits: 0, ticks: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
       // Output that feeds a reduce in the shuffle format is grouped by key as it is emitted.
@@ -751,8 +821,9 @@
       send: (rank, tag, value, during) => sendPeer(rank, tag, value, true, during),
       receive: (rank, tag, during) => receivePeer(rank, tag, true, PEER_TIMEOUT_MS, during),
     });
-    scope.context = makeContext(spec);
-    run(inputs).catch(fail);
+    scope.context = ownedBy(task, makeContext(spec));
+    if (problem) fail(new Error(`this sandbox cannot give the task fresh globals: ${problem}`));
+    else run(inputs).catch(fail);
   }
 
   const REPLIES = new Set(['put-url', 'peer-sent', 'peer-put-url', 'peer-message', 'ps-reply']);

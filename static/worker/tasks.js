@@ -1,7 +1,7 @@
-// Tasks on the worker page: each task the appliance assigns runs in its own sandbox Web Worker
-// (static/worker/sandbox.js, started from the run's sandbox script, ahead of the task when the tab
-// ran one of the run's tasks before); this relays between the sandbox and the appliance's WebSocket
-// (docs/protocol.md).
+// Tasks on the worker page: each task the appliance assigns runs in a sandbox Web Worker of its run
+// (static/worker/sandbox.js, started from the run's sandbox script ahead of the task, or kept from
+// the run's last task here when the sandbox can give the next one fresh globals); this relays
+// between the sandbox and the appliance's WebSocket (docs/protocol.md).
 //   server -> page  task-prepare, task-assign, task-cancel, task-put-url-reply
 //   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
 // pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
@@ -24,7 +24,7 @@ const MAX_NAME = 200;                  // peer message tags and parameter keys
 const MAX_DIRECT = 256 * 1024 * 1024;  // a direct message (what a receiving page keeps)
 const MAX_PS_VALUE = 64 * 1024 * 1024;
 const DTYPE_BYTES = {float32: 4, float64: 8, int8: 1, int16: 2, int32: 4, uint8: 1, uint16: 2, uint32: 4};
-const SPARE_IDLE_MS = 30_000;          // a run's spare sandbox not taken by then is stopped
+const SPARE_IDLE_MS = 30_000;          // a run's idle sandbox not taken by then is stopped
 const PS_UPDATES = ['add', 'max', 'min', 'mul', 'replace'];
 
 const isCount = n => Number.isSafeInteger(n) && n >= 0;
@@ -84,11 +84,13 @@ export class TaskRunner {
     this.unsent = new Map();
     this.putUrls = new Map();  // task-put-url id -> {task, id (the sandbox's)}
     this.nextId = 1;
-    // Sandbox script URL -> a Web Worker started from it ahead of the run's next task here (when the
-    // run starts, and when a task that another follows starts), with what it said while it loaded
-    // (the job scripts' top level). Each task still gets fresh globals, without waiting for a worker
-    // to start and load the scripts.
+    // Sandbox script URL -> an idle Web Worker of the run for its next task here: started ahead (when
+    // the run starts, and when a task that another follows starts), with what it said while it
+    // loaded (the job scripts' top level), or kept from the last task. Each task gets fresh globals
+    // without waiting for a worker to start and load the scripts.
     this.spares = new Map();
+    // Sandbox scripts whose sandboxes serve one task after another (they said so when they loaded).
+    this.reusable = new Set();
   }
 
   // Web Workers alive: the tasks' and the spares'.
@@ -96,9 +98,17 @@ export class TaskRunner {
 
   spare(script) {
     if (this.live >= this.capacity) return;  // the task then starts its own when it comes
-    const worker = new Worker(script);
+    this.keep(script, new Worker(script), true);
+  }
+
+  // The run's idle sandbox until its next task here takes it. What a new one says while it loads is
+  // for that task; what a kept one says comes from the last task's code and is not.
+  keep(script, worker, loading = false) {
     const spare = {worker, said: [], failed: null, timer: null};
-    worker.onmessage = event => spare.said.push(event.data);
+    worker.onmessage = event => {
+      if (event.data?.type === 'ready') this.ready(script, event.data);
+      if (loading) spare.said.push(event.data);
+    };
     worker.onerror = event => { event.preventDefault?.(); spare.failed ??= event; };
     worker.onmessageerror = () => { spare.failed ??= {message: 'a message from the sandbox could not be read'}; };
     spare.timer = setTimeout(() => {
@@ -123,6 +133,10 @@ export class TaskRunner {
       this.spares.delete(other);
     }
     return spare && !spare.failed ? spare : {worker: new Worker(script), said: []};
+  }
+
+  ready(script, m) {
+    if (m.reusable === true) this.reusable.add(script);
   }
 
   // True when the message was a task message (handled; the task itself runs on).
@@ -186,8 +200,11 @@ export class TaskRunner {
       if (task.ended) return;  // cancelled meanwhile
       const {worker, said} = this.sandbox(spec.script);
       // The run's next task here gets a sandbox that starts loading now, beside this one: loading
-      // one (the runtime's and the job's scripts) takes longer than a short task.
-      if (spec.prepareNext === true && !this.spares.has(spec.script)) this.spare(spec.script);
+      // one (the runtime's and the job's scripts) takes longer than a short task. Not when this
+      // one will serve it.
+      if (spec.prepareNext === true && !this.spares.has(spec.script) && !this.reusable.has(spec.script)) {
+        this.spare(spec.script);
+      }
       task.worker = worker;
       worker.onmessage = event => this.fromSandbox(task, event.data);
       worker.onerror = event => {
@@ -208,6 +225,7 @@ export class TaskRunner {
   fromSandbox(task, m) {
     if (task.ended || m === null || typeof m !== 'object') return;
     switch (m.type) {
+      case 'ready': this.ready(task.spec.script, m); break;
       case 'log': this.log(task, m); break;
       case 'progress': this.progress(task, m); break;
       case 'output': this.output(task, m); break;
@@ -282,7 +300,7 @@ export class TaskRunner {
       this.flushLogs(task);
       this.peers?.flushBytes(task.spec.runId);
       this.report(message);
-      this.end(task);
+      this.end(task, true);
     }, () => {});  // a store failure has failed the task already
   }
 
@@ -296,13 +314,19 @@ export class TaskRunner {
     this.end(task);
   }
 
-  // The task is over (done, failed or cancelled): its Web Worker goes with it. When another task of
-  // the run follows here and its sandbox is not loading yet (the one started with this task was not
-  // taken in time, SPARE_IDLE_MS), it starts now.
-  end(task) {
+  // The task is over (done, failed or cancelled). Its Web Worker stays for the run's next task here
+  // when it went well and the sandbox serves one task after another (and no other is idle for the
+  // run); otherwise it goes. When another task of the run follows here and its sandbox is not
+  // loading yet (the one started with this task was not taken in time, SPARE_IDLE_MS), it starts now.
+  end(task, done = false) {
     if (!task || task.ended) return;
     task.ended = true;
-    task.worker?.terminate();
+    const script = task.spec.script;
+    if (done && this.reusable.has(script) && !this.spares.has(script) && this.live <= this.capacity) {
+      this.keep(script, task.worker);
+    } else {
+      task.worker?.terminate();
+    }
     if (task.worker) {
       this.taskCount++;
       this.taskMs += performance.now() - task.started;
@@ -312,7 +336,7 @@ export class TaskRunner {
     for (const [id, pending] of this.putUrls) if (pending.task === task) this.putUrls.delete(id);
     this.peers?.ended(task);
     this.tasks.delete(task.id);
-    if (task.spec.prepareNext === true && !this.spares.has(task.spec.script)) this.spare(task.spec.script);
+    if (task.spec.prepareNext === true && !this.spares.has(script)) this.spare(script);
     if (this.tasks.size === 0) this.onBusy(false);
   }
 
