@@ -6,7 +6,8 @@ While the run runs, attempts come from the coordinator's execution; running atte
 are those of their latest task-progress report (0 until one arrives). After it ended, from the task
 rows it left. A running task counts as done in the share its records (or, without reports, its running
 time) are of a typical task's: the median of the stage's finished tasks, or before any has finished,
-that of the job's last successful run (priors.py). With neither, only finished tasks count and the
+that of the job's last successful run (priors.py), whose pace then gives the time left (a task's
+start-up would make the first records look slow). With neither, only finished tasks count and the
 time left is not known; records, bytes and their throughput still show the stage moving.
 """
 
@@ -227,9 +228,13 @@ def build(
     last = max((a.end for a in done.values()), default=now) if ended else now
     elapsed = max(0.0, last - min(starts)) if starts else 0.0
     typical = Typical(spreads["duration"].median, spreads["records"].median) if done else expected
-    fraction = _fraction(size, done, running, typical, now)
+    shares = _shares(running, typical, now) if typical is not None else {}
+    fraction = (len(done) + sum(shares.values())) / size if size else 0.0
     eta = None
-    if not ended and fraction > 0 and elapsed > 0:
+    if not ended and typical is not None and typical.run_id is not None:
+        # At the earlier run's pace: the task furthest from done (one not started has all of it left).
+        eta = typical.seconds * max(1 - shares.get(rank, 0.0) for rank in range(size) if rank not in done)
+    elif not ended and fraction > 0 and elapsed > 0:
         eta = elapsed * (1 - fraction) / fraction
     return Stage(
         group=group,
@@ -249,23 +254,19 @@ def build(
     )
 
 
-def _fraction(size: int, done: dict, running: list[_Attempt], typical: Typical | None, now: float) -> float:
-    """Tasks done, plus each running task's share by its records (or time) against the typical task's."""
-    if not size:
-        return 0.0
-    if typical is None:
-        return len(done) / size
-    share = 0.0
-    seen: set[int] = set()
+def _shares(running: list[_Attempt], typical: Typical, now: float) -> dict[int, float]:
+    """Rank -> the share done of its running task, by its records (or time) against the typical task's."""
+    shares: dict[int, float] = {}
     for a in running:
-        if a.rank in seen:  # a backup attempt of the same task counts once
+        if a.rank in shares:  # a backup attempt of the same task counts once
             continue
-        seen.add(a.rank)
         if typical.records > 0 and a.records:
-            share += min(a.records / typical.records, RUNNING_SHARE_CAP)
+            shares[a.rank] = min(a.records / typical.records, RUNNING_SHARE_CAP)
         elif typical.seconds > 0:
-            share += min((now - a.start) / typical.seconds, RUNNING_SHARE_CAP)
-    return (len(done) + share) / size
+            shares[a.rank] = min((now - a.start) / typical.seconds, RUNNING_SHARE_CAP)
+        else:
+            shares[a.rank] = 0.0
+    return shares
 
 
 _KEYS = {

@@ -43,6 +43,11 @@ def test_before_any_task_finished_the_jobs_last_success_gives_the_share_done_and
     typical = Prior(run_id=4, seconds=10, records=100, input_records=1000).typical(1000)
     stage = build("A", 0, "map", 2, [attempt(0, 0, None, records=50), attempt(1, 0, None)], now=5.0, expected=typical)
     assert stage.fraction == pytest.approx(0.5) and stage.eta == pytest.approx(5.0) and stage.basis_run == 4
+    # The time left goes at that run's pace, not at this one's so far (its first record came after the
+    # task's start-up): 1 record of 40 a second in is 97.5 % of a 20 s task left.
+    paced = Prior(run_id=4, seconds=20, records=40, input_records=0).typical(0)
+    stage = build("A", 0, "map", 1, [attempt(0, 0, None, records=1)], now=1.0, expected=paced)
+    assert stage.eta == pytest.approx(19.5)
     # Twice the input now: tasks are expected to take twice as long and write twice the records.
     assert Prior(4, 10, 100, 1000).typical(2000) == Typical(20, 200, 4)
     assert Prior(4, 10, 100, 0).typical(2000) == Typical(10, 100, 4)  # the input function: as it was
