@@ -1191,7 +1191,7 @@ class Coordinator:
             group=task.group,
             rank=task.rank,
         )
-        run.execution.retry(task, TaskEvent.FAIL, message.error)
+        run.execution.retry(task, TaskEvent.FAIL, error)  # the stage page shows it with its place in job.js
         self._spawn(self._end(run, "failed", EndCause.JOB_ERROR, f"{where} failed: {error}"))
 
     def _restart_after_peer_loss(self, run: Active, task: Task) -> bool:

@@ -3,25 +3,34 @@
 - no page scrolls sideways (the document is no wider than the window),
 - a table wider than its card scrolls inside the card instead of being cut off,
 - axe-core (vendored in tests/e2e/vendor/axe-core) finds no serious or critical accessibility problem,
+- on a phone, the top bar with the navigation takes a small share of the screen,
 
 and a screenshot of each under the module's temporary directory (printed at the end). One
-appliance and one browser for the module: a worker tab runs docs/examples/wordcount.js as it
-is, so the run page has output and logs; another job fails, so a run page has a stack trace.
+appliance and one browser for the module. Two worker tabs stay connected throughout (one of the
+admin's, one of the worker account's), so the Workers tables have rows and the Overview's plots
+fill (a fleet sample a second): they run docs/examples/wordcount.js as it is, so the run page has
+output and logs; another job fails, so a run page has a stack trace; a slow job succeeds once, so
+a later run of it shows its progress and time left while it runs.
 
-To check a new page, add a Screen to SCREENS (its path may name the ids the `world` fixture makes).
+To check a new page, add a Screen to SCREENS (its path may name the ids the `world` fixture makes,
+or those of the fixture the screen needs).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
+from appliance.billing import periods
 from tests.e2e.conftest import Workers
+from tests.integration.test_billing_pages import account_id, run_python
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client, save_and_run, wait_for_run
 
 pytestmark = pytest.mark.e2e
@@ -29,6 +38,8 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 AXE = Path(__file__).with_name("vendor") / "axe-core" / "axe.min.js"
 WIDTHS = {"desktop": (1280, 800), "phone": (390, 844)}
+# On a phone the top bar (brand, account links, the sections) takes at most this share of the screen.
+TOP_BAR_SHARE = 0.15
 PASSWORD = "every-page-password-1"
 COORDINATOR = "cleo@example.com"
 WORKER = "wim@example.com"
@@ -45,22 +56,46 @@ execution.addStage(new MapStage(async function map(x) {
 execution.start(jobRunner);
 """
 
+# 40 records at half a second each: a map of about 20 s that reports its records as it goes.
+SLOW = """const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 1;
+execution.setInputFn(async function input() { return Array.from({length: 40}, (_, i) => i); });
+execution.addStage(new MapStage(async function map(x) {
+  for (const [, n] of x) {
+    await new Promise(resolve => setTimeout(resolve, 500));
+    context.emit(n % 4, 1);
+  }
+  await context.onComplete();
+}));
+execution.addStage(new ReduceStage(async function reduce(keyToValues) {
+  for (const key in keyToValues) context.emit(key, keyToValues[key].length);
+  await context.onComplete();
+}));
+execution.start(jobRunner);
+"""
+
 
 @dataclass(frozen=True)
 class Screen:
-    """A page to check: who looks at it, and its path (with {names} of the world's ids)."""
+    """A page to check: who looks at it, its path (with {names} of the world's ids, or of the fixture
+    it ``needs``), the status it answers, and what must be visible on it (CSS selectors)."""
 
     name: str
     role: str  # anonymous | admin | coordinator | worker
     path: str
+    status: int = 200
+    shows: tuple[str, ...] = ()
+    needs: str = ""  # a fixture that puts the page in its state (a run queued or running)
 
 
+WORKER_ROWS = "table.workers-table tbody tr"  # a connected browser each (no row says "No worker is connected")
 SCREENS = [
     Screen("login", "anonymous", "/login"),
     Screen("enrol", "anonymous", "/enrol/{enrol_token}"),
-    Screen("overview-admin", "admin", "/ui"),
-    Screen("overview-coordinator", "coordinator", "/ui"),
-    Screen("overview-worker", "worker", "/ui"),
+    Screen("worker-start", "anonymous", "/worker/start", shows=("#start-status[role=alert]",)),
+    Screen("overview-admin", "admin", "/ui", shows=("#plot-fleet svg", "#plot-tasks svg", "#plot-bytes svg")),
+    Screen("overview-coordinator", "coordinator", "/ui", shows=("#plot-fleet svg",)),
+    Screen("overview-worker", "worker", "/ui", shows=("#plot-own svg", "#plot-own-tasks svg", "#served-runs li")),
     Screen("jobs", "admin", "/ui/jobs"),
     Screen("job-new", "coordinator", "/ui/jobs/new"),
     Screen("job-editor", "admin", "/ui/jobs/{job}"),
@@ -69,14 +104,32 @@ SCREENS = [
     Screen("runs-coordinator", "coordinator", "/ui/runs"),
     Screen("run-succeeded", "admin", "/ui/runs/{run}"),
     Screen("run-failed", "admin", "/ui/runs/{failed_run}"),
+    Screen("run-queued", "admin", "/ui/runs/{queued_run}", shows=("#cancel-run", "#run-wait"), needs="queued_run"),
+    Screen(
+        "run-running",
+        "admin",
+        "/ui/runs/{running_run}",
+        shows=("#cancel-run", '.stage-estimate:has-text(" left (from run ")', "td.throughput:has-text('records/s')"),
+        needs="running_run",
+    ),
     Screen("stage", "admin", "/ui/runs/{run}/stages/A/0"),
-    Screen("workers-admin", "admin", "/ui/workers"),
-    Screen("workers-coordinator", "coordinator", "/ui/workers"),
+    Screen(
+        "stage-running",
+        "admin",
+        "/ui/runs/{running_run}/stages/A/0",
+        shows=('#stage-eta:has-text("from run")',),
+        needs="running_run",
+    ),
+    Screen("workers-admin", "admin", "/ui/workers", shows=(WORKER_ROWS,)),
+    Screen("workers-coordinator", "coordinator", "/ui/workers", shows=(WORKER_ROWS,)),
+    Screen("workers-worker", "worker", "/ui/workers", shows=(WORKER_ROWS,)),
+    Screen("worker-runs", "admin", "/ui/workers/{worker_id}/runs", shows=("tr[data-run]",)),
     Screen("storage", "admin", "/ui/storage"),
     Screen("bucket", "admin", "/ui/storage/buckets/{bucket}"),
     Screen("object", "admin", "/ui/storage/object/{bucket}/{key}"),
     Screen("cloud", "coordinator", "/ui/cloud"),
     Screen("billing", "coordinator", "/ui/billing"),
+    Screen("statement", "coordinator", "/ui/statements/{statement}"),
     Screen("payments", "worker", "/ui/payments"),
     Screen("admin-accounts", "admin", "/ui/admin/accounts"),
     Screen("admin-enrolment", "admin", "/ui/admin/enrolment"),
@@ -87,6 +140,8 @@ SCREENS = [
     Screen("tokens", "coordinator", "/ui/tokens"),
     Screen("password", "coordinator", "/ui/account/password"),
     Screen("worker-page", "worker", "/worker"),
+    Screen("not-found", "admin", "/ui/no-such-page", status=404),
+    Screen("refused", "worker", "/ui/runs", status=403),
 ]
 
 # Tables cut off by their card: visible tables wider than the card with no scrolling box between.
@@ -121,7 +176,9 @@ SERIOUS = """async () => {
 
 @pytest.fixture(scope="module")
 def appliance(tmp_path_factory):
-    server = Appliance(tmp_path_factory.mktemp("every-page") / "data").start()
+    # A fleet sample every second, so the Overview's plots fill while the module runs.
+    env = {"PEERMR_METRICS_SAMPLE_SECONDS": "1"}
+    server = Appliance(tmp_path_factory.mktemp("every-page") / "data", env=env).start()
     server.add_user(COORDINATOR, "coordinator", PASSWORD)
     server.add_user(WORKER, "worker", PASSWORD)
     yield server
@@ -129,19 +186,47 @@ def appliance(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def world(appliance, chromium, token, api) -> dict:
-    """What the pages show: a succeeded word count, a failed run, a bucket with an object, an enrolment link."""
-    fleet = Workers(chromium, appliance, token)
-    fleet.add(1)
-    try:
-        # The example as it is (its files come with the appliance), on one worker.
-        run = save_and_run(api, "word count", (ROOT / "docs/examples/wordcount.js").read_text(), workerCount=1)
-        assert wait_for_run(api, run)["state"] == "succeeded", appliance.log()[-3000:]
-        failed_run = save_and_run(api, "fails on two", FAILS)
-        assert wait_for_run(api, failed_run)["state"] == "failed"
-    finally:
-        for tab in list(fleet.tabs):
-            fleet.close(tab)
+def fleet(appliance, chromium, token) -> list:
+    """Two worker tabs, connected while the module runs: the admin's, and one of the worker account's."""
+    workers_token = appliance.cli("token", "create", WORKER).stdout.strip().split()[-1]
+    accounts = [Workers(chromium, appliance, token), Workers(chromium, appliance, workers_token)]
+    for tabs in accounts:
+        tabs.add(1)
+    yield [tab for tabs in accounts for tab in tabs.tabs]
+    for tabs in accounts:
+        for tab in list(tabs.tabs):
+            tabs.close(tab)
+
+
+def last_months_statement(appliance: Appliance) -> int:
+    """The coordinator's statement of last month: an hour of CPU then, priced and closed with `peermr bill`."""
+    cleo = account_id(appliance, COORDINATOR)
+    last = periods.preceding(periods.of(dt.datetime.now(dt.UTC), dt.UTC))
+    at = periods.bounds(last, dt.UTC)[0] + dt.timedelta(days=2)
+    run_python(
+        appliance,
+        f"""
+        from appliance.billing import prices
+        await prices.set_price("cpu_ms", "0.60", "0.40", dt.date(2026, 1, 1), tz=billing.tz)
+        at = dt.datetime.fromisoformat({at.isoformat()!r})
+        await ledger.record([Entry({cleo}, "cpu_ms", "consumer", 3_600_000, "e2e:cpu", at)], billing.tz)
+        """,
+    )
+    assert appliance.cli("bill", "--period", last).returncode == 0
+    [(statement,)] = appliance.query(f"SELECT id FROM billing_statement WHERE account = {cleo} AND kind = 'consumer'")
+    return statement
+
+
+@pytest.fixture(scope="module")
+def world(appliance, fleet, api) -> dict:
+    """What the pages show: a succeeded word count, a failed run, a slow job that succeeded (its next
+    run has something to be estimated by), a bucket with an object, an enrolment link, a statement."""
+    # The example as it is (its files come with the appliance), on both tabs.
+    run = save_and_run(api, "word count", (ROOT / "docs/examples/wordcount.js").read_text(), workerCount=2)
+    assert wait_for_run(api, run)["state"] == "succeeded", appliance.log()[-3000:]
+    failed_run = save_and_run(api, "fails on two", FAILS)
+    assert wait_for_run(api, failed_run)["state"] == "failed"
+    slow_run = save_and_run(api, "slow", SLOW)  # runs while the first screens are taken
     assert api.put("/buckets/sweep-data").status_code == 201
     key = "notes/read me.txt"
     assert api.put(f"/buckets/sweep-data/objects/{key}", content=b"hello\n").status_code == 201
@@ -153,7 +238,33 @@ def world(appliance, chromium, token, api) -> dict:
         enrol_token = re.search(r"/enrol/([A-Za-z0-9_-]+)", created.text)[1]
     job = api.get(f"/runs/{run}").json()["job_id"]
     return {"job": job, "run": run, "failed_run": failed_run, "bucket": "sweep-data", "key": "notes/read%20me.txt",
-            "enrol_token": enrol_token}  # fmt: skip
+            "enrol_token": enrol_token, "slow_run": slow_run, "slow_job": api.get(f"/runs/{slow_run}").json()["job_id"],
+            "statement": last_months_statement(appliance),
+            "worker_id": fleet[0].locator("#worker-id").inner_text()}  # fmt: skip
+
+
+@pytest.fixture
+def queued_run(api, world):
+    """A run that waits: it asks more workers than are connected."""
+    run = save_and_run(api, "waits for many", FAILS.replace("workerCount = 1", "workerCount = 40"))
+    yield run
+    api.post(f"/runs/{run}/cancel")
+
+
+@pytest.fixture
+def running_run(api, world):
+    """A run of the slow job while it runs, once it reported records (its last run took about 20 s)."""
+    assert wait_for_run(api, world["slow_run"])["state"] == "succeeded"
+    run = api.post(f"/jobs/{world['slow_job']}/runs", json={}).json()["id"]
+    for _ in range(200):
+        found = api.get(f"/runs/{run}").json()
+        if any(p["stage"] == 0 and p["emits"] for p in found["progress"]):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"run {run} reported no records: {found}")
+    yield run
+    api.post(f"/runs/{run}/cancel")
 
 
 def sign_in(context: BrowserContext, url: str, email: str, password: str) -> None:
@@ -194,16 +305,24 @@ def shots(tmp_path_factory):
 
 
 @pytest.mark.parametrize("screen", SCREENS, ids=[s.name for s in SCREENS])
-def test_the_page_fits_a_laptop_and_a_phone_and_axe_finds_nothing_serious(screen, appliance, world, contexts, shots):
+def test_the_page_fits_a_laptop_and_a_phone_and_axe_finds_nothing_serious(
+    screen, appliance, world, contexts, shots, request
+):
+    ids = world | ({screen.needs: request.getfixturevalue(screen.needs)} if screen.needs else {})
     page = contexts[screen.role].new_page()
     problems = []
     try:
         for width_name, (width, height) in WIDTHS.items():
             page.set_viewport_size({"width": width, "height": height})
-            response = page.goto(appliance.url + screen.path.format(**world), wait_until="load")
-            assert response.status == 200, f"{screen.path}: {response.status}"
+            response = page.goto(appliance.url + screen.path.format(**ids), wait_until="load")
+            assert response.status == screen.status, f"{screen.path}: {response.status}"
             page.wait_for_function("document.readyState === 'complete'")
+            for selector in screen.shows:  # what the page is checked with
+                expect(page.locator(selector).first).to_be_visible()
             page.screenshot(path=shots / f"{screen.name}-{width_name}.png", full_page=True)
+            bar = page.evaluate("document.querySelector('header.topbar').getBoundingClientRect().height")
+            if width_name == "phone" and bar > TOP_BAR_SHARE * height:
+                problems.append(f"{width_name}: the top bar takes {bar:.0f} px of {height} px")
             wider = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             if wider > 0:
                 culprits = ", ".join(page.evaluate(TOO_WIDE))
@@ -278,6 +397,12 @@ def test_the_log_viewer_filters_links_a_line_and_shows_the_line_of_the_job_scrip
     expect(page.locator(f"#{line_id}")).to_be_in_viewport()
     assert page.evaluate(f"document.querySelector('#{line_id}').matches(':target')")
     expect(page.locator("#log-follow")).not_to_be_checked()
+
+
+def test_the_stage_page_says_where_in_the_job_script_a_task_failed(admin_page, appliance, world):
+    admin_page.goto(f"{appliance.url}/ui/runs/{world['failed_run']}/stages/A/0")
+    failed = admin_page.locator("#stage-tasks-table tr[data-state=failed]")
+    expect(failed).to_contain_text("two is not allowed (at job.js:6:28, in stage 1 (map))")
 
 
 def test_a_refused_change_of_the_last_admin_keeps_its_row(admin_page, appliance):
