@@ -414,8 +414,8 @@ async def test_a_run_on_simulated_workers_shows_progress_timeline_logs_and_outpu
     # Progress complete: the input task and 4 map and 4 reduce tasks.
     assert 'data-stage="input function"' in page and 'data-stage="stage 1 (map)"' in page
     assert 'data-stage="stage 2 (reduce)"' in page
-    assert re.search(r'<progress max="1" value="1"', page)
-    assert len(re.findall(r'<progress max="4" value="4"', page)) == 2
+    assert len(re.findall(r'<progress max="100" value="100"', page)) == 3
+    assert re.findall(r'<span class="tasks-done">([^<]*)</span>', page) == ["1/1", "4/4", "4/4"]
     # The timeline: one row per worker, a bar per task attempt (9 tasks, none failed).
     rows = re.findall(r'<div class="tl-row" data-worker="([0-9a-f]+)">', page)
     assert sorted(rows) == sorted(w.worker_id for w in workers)
