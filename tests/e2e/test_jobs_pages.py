@@ -160,7 +160,7 @@ def test_the_run_dialog_starts_a_run_and_the_run_page_follows_it(page: Page, app
     finally:
         workers.close()
     assert page.evaluate("window.__marker") == "same page"
-    expect(page.locator("#progress progress").first).to_have_attribute("value", "1")
+    expect(page.locator("#progress progress").first).to_have_attribute("value", "100")  # a percent
     expect(page.locator(".tl-row[data-worker]")).to_have_count(2)
     expect(page.locator("#log-lines")).to_contain_text("started on 2 worker(s)")
     expect(page.locator("#output-empty")).to_be_visible()
