@@ -26,7 +26,8 @@ class Base(msgspec.Struct, tag_field="type", rename="camel", forbid_unknown_fiel
 # ---------------------------------------------------------------- worker to server
 
 
-# Software WebGPU implementations, as adapters name their architecture, vendor or description.
+# Software WebGPU implementations, as adapters name their architecture, vendor or description. The
+# worker page (static/worker/runtime.js) and the examples match the same names (a unit test checks).
 SOFTWARE_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "microsoft basic render")
 
 

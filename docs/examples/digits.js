@@ -28,11 +28,16 @@ execution.addStage(new MapStage(async function map(x) {
   const PIXELS = SIDE * SIDE;
   const CLASSES = 10;
 
-  // WebGPU on a hardware adapter, else WebAssembly, else plain JavaScript. A software WebGPU
-  // adapter (SwiftShader and the like) is slower than the WebAssembly backend.
+  // WebGPU on a GPU, else WebAssembly, else plain JavaScript. A software WebGPU adapter (one the
+  // browser marks isFallbackAdapter, or SwiftShader, llvmpipe and the like by name: the appliance's
+  // rule) is slower than the WebAssembly backend.
+  const SOFTWARE_ADAPTERS = /swiftshader|llvmpipe|lavapipe|softpipe|microsoft basic render/i;
   async function pickBackend() {
     const adapter = self.navigator.gpu ? await navigator.gpu.requestAdapter() : null;
-    if (adapter && !adapter.info?.isFallbackAdapter && await tf.setBackend('webgpu')) return tf.getBackend();
+    const info = adapter?.info ?? {};
+    const named = [info.vendor, info.architecture, info.description].join(' ');
+    const software = info.isFallbackAdapter || SOFTWARE_ADAPTERS.test(named);
+    if (adapter && !software && await tf.setBackend('webgpu')) return tf.getBackend();
     // The WebAssembly backend fetches its .wasm files from the appliance's vendored copy.
     tf.wasm.setWasmPaths(new URL('/static/vendor/tfjs/', self.location.href).href);
     if (await tf.setBackend('wasm').catch(() => false)) return tf.getBackend();

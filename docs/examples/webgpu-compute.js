@@ -21,7 +21,11 @@ execution.addStage(new MapStage(async function map(x) {
   if (!adapter) throw new Error('this worker has no WebGPU adapter');
   const device = await adapter.requestDevice();
   const info = adapter.info;
-  context.log(`adapter: ${info.vendor} ${info.architecture}${info.isFallbackAdapter ? ' (software)' : ''}`);
+  // A software adapter (a CPU implementation), by the appliance's rule: the browser marks it
+  // isFallbackAdapter, or its name is SwiftShader, llvmpipe or the like.
+  const SOFTWARE_ADAPTERS = /swiftshader|llvmpipe|lavapipe|softpipe|microsoft basic render/i;
+  const software = info.isFallbackAdapter || SOFTWARE_ADAPTERS.test([info.vendor, info.architecture, info.description].join(' '));
+  context.log(`adapter: ${info.vendor} ${info.architecture}${software ? ' (software)' : ''}`);
 
   const records = Array.from(x);
   const indexes = records.map(([index]) => index);

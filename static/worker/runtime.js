@@ -80,9 +80,15 @@ function gpuCapabilities() {
   return gpuProbe;
 }
 
+// A CPU implementation of WebGPU, by the appliance's rule (Gpu.software, appliance/fleet/protocol.py):
+// the browser marks it isFallbackAdapter, or its vendor, architecture or description names one.
+const SOFTWARE_ADAPTERS = /swiftshader|llvmpipe|lavapipe|softpipe|microsoft basic render/i;
+const isSoftware = gpu => gpu.fallback ||
+  SOFTWARE_ADAPTERS.test([gpu.info.vendor, gpu.info.architecture, gpu.info.description].join(' '));
+
 function showGpu(gpu) {
   const name = gpu && ([gpu.info.vendor, gpu.info.architecture].filter(Boolean).join(' ') || 'WebGPU');
-  $('gpu').textContent = gpu ? `${name}${gpu.fallback ? ' (software)' : ''}` : 'none';
+  $('gpu').textContent = gpu ? `${name}${isSoftware(gpu) ? ' (software)' : ''}` : 'none';
   $('gpu-note').hidden = Boolean(gpu);
 }
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from appliance.fleet.protocol import Capabilities, Gpu
+from appliance.fleet.protocol import SOFTWARE_ADAPTERS, Capabilities, Gpu
 from appliance.fleet.registry import Worker
 from appliance.fleet.runner import Runner
 from appliance.jobs import selection
@@ -31,6 +32,16 @@ def test_software_adapters_are_told_apart_by_the_fallback_flag_or_their_name():
     assert Gpu(info={"vendor": "mesa", "description": "llvmpipe (LLVM 15.0.6, 256 bits)"}).software
     assert Gpu(fallback=True).label == "WebGPU (software)"
     assert not NVIDIA.software and NVIDIA.label == "nvidia ampere"
+
+
+def test_the_worker_page_and_the_examples_tell_software_adapters_apart_by_the_same_names():
+    # One rule: the names the appliance matches are the ones the page and the examples match.
+    root = Path(__file__).resolve().parents[2]
+    for path in ("static/worker/runtime.js", "docs/examples/digits.js", "docs/examples/digits-conv.js",
+                 "docs/examples/webgpu-compute.js"):
+        match = re.search(r"const SOFTWARE_ADAPTERS = /([^/]+)/i;", (root / path).read_text())
+        assert match, path
+        assert tuple(match.group(1).split("|")) == SOFTWARE_ADAPTERS, path
 
 
 def test_a_software_adapter_runs_gpu_runs_only_when_allowed():
