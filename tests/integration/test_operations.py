@@ -78,7 +78,7 @@ def test_static_files_and_vendored_htmx(appliance: Appliance):
     assert client.get("/static/../appliance/config.py").status_code == 404
 
 
-def test_security_headers_on_pages(appliance: Appliance):
+def test_security_headers_on_pages(appliance: Appliance, admin: Client):
     response = appliance.client().get("/login")
     csp = response.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
@@ -86,3 +86,19 @@ def test_security_headers_on_pages(appliance: Appliance):
     assert response.headers["x-frame-options"] == "DENY"
     assert response.headers["referrer-policy"] == "same-origin"
     assert response.headers["x-content-type-options"] == "nosniff"
+    # Signed-in pages too: a run's page (its run waits for workers), the worker page and others.
+    script = (
+        "const execution = new JobExecution('pmrfs');\n"
+        "execution.setInputFn(async function input() { return [1]; });\n"
+        "execution.addStage(new MapStage(async function map(x) { await context.onComplete(); }));\n"
+        "execution.start(jobRunner);\n"
+    )
+    job = admin.form("/ui/jobs", {"name": "csp", "script": script})
+    assert job.status_code == 303, job.text[:2000]
+    run = admin.form(f"{job.headers['location']}/runs", {"worker_count": "1", "group_count": "1"})
+    assert run.status_code == 303 and re.fullmatch(r"/ui/runs/\d+", run.headers["location"]), run.text[:2000]
+    for path in (run.headers["location"], "/worker", "/ui/jobs", "/ui/admin/settings"):
+        page = admin.get(path)
+        assert page.status_code == 200, (path, page.status_code)
+        csp = page.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-eval" not in csp, (path, csp)
