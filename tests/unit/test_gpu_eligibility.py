@@ -37,8 +37,12 @@ def test_software_adapters_are_told_apart_by_the_fallback_flag_or_their_name():
 def test_the_worker_page_and_the_examples_tell_software_adapters_apart_by_the_same_names():
     # One rule: the names the appliance matches are the ones the page and the examples match.
     root = Path(__file__).resolve().parents[2]
-    for path in ("static/worker/runtime.js", "docs/examples/digits.js", "docs/examples/digits-conv.js",
-                 "docs/examples/webgpu-compute.js"):
+    for path in (
+        "static/worker/runtime.js",
+        "docs/examples/digits.js",
+        "docs/examples/digits-conv.js",
+        "docs/examples/webgpu-compute.js",
+    ):
         match = re.search(r"const SOFTWARE_ADAPTERS = /([^/]+)/i;", (root / path).read_text())
         assert match, path
         assert tuple(match.group(1).split("|")) == SOFTWARE_ADAPTERS, path
