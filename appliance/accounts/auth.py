@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 SESSION_COOKIE = "peermr_session"
 WORKER_COOKIE = "peermr_worker"
 API_PREFIX = "/api/"
-WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker")
+# The worker page, its ICE servers, its WebSocket and its warm task sandbox (jobs/sandbox_routes.py).
+WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker", "/worker/sandbox.js")
 # Blob transfers of worker browsers (each also needs a grant, see pmrfs/grants.py), and the job
 # sandbox scripts of the runs they work on (jobs/sandbox_routes.py checks the run).
 WORKER_PREFIXES = ("/pmrfs/blobs/", "/worker/runs/")

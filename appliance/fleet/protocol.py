@@ -429,6 +429,8 @@ class TaskAssign(Base, tag="task-assign"):
     combine: bool = False
     # The worker runs another task of the run after this one: it may start its sandbox ahead.
     prepare_next: bool = False
+    # A warm sandbox of this URL may load the run's script (same Content-Security-Policy), or "".
+    warm: str = ""
 
 
 class TaskPrepare(Base, tag="task-prepare"):
@@ -436,6 +438,7 @@ class TaskPrepare(Base, tag="task-prepare"):
 
     run_id: int
     script: str
+    warm: str = ""  # as in task-assign
 
 
 class TaskCancel(Base, tag="task-cancel"):

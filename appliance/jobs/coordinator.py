@@ -46,7 +46,7 @@ from appliance.jobs.logs import RunLogs
 from appliance.jobs.metrics import QUEUE_WAIT, TASK_FAILURES, TASKS_DONE, failure_cause
 from appliance.jobs.paramserver import ParameterServer
 from appliance.jobs.peers import Mailbox, Peers
-from appliance.jobs.sandbox_policy import allowed_origins
+from appliance.jobs.sandbox_policy import allowed_origins, warm_sandbox_url
 from appliance.jobs.sandbox_script import first_place, map_stack
 from appliance.jobs.spec import JobSpec
 from appliance.jobs.tables import Run, RunCheckpoint, RunOutput, RunTask
@@ -164,6 +164,11 @@ class Active:
     @property
     def script_url(self) -> str:
         return f"/worker/runs/{self.run_id}/sandbox.js"
+
+    @property
+    def warm_url(self) -> str:
+        """The warm sandbox that may load this run's script, or "" (sandbox_routes.warm_sandbox)."""
+        return warm_sandbox_url(self.spec.scripts, self.origins, cloud=self.storage is not None)
 
     def key_prefix(self) -> str:
         return f"peermr/runs/{self.run_id}"
@@ -653,7 +658,7 @@ class Coordinator:
         run.start_stored = self._spawn(update.run())
         self.logs.add(run.run_id, f"started on {len(workers)} worker(s): " + ", ".join(w.worker_id for w in workers))
         for worker in workers:  # their first tasks find the run's sandbox started
-            self._spawn(worker.send(p.TaskPrepare(run_id=run.run_id, script=run.script_url)))
+            self._spawn(worker.send(p.TaskPrepare(run_id=run.run_id, script=run.script_url, warm=run.warm_url)))
 
     async def _activate(self, run_id: int, owner_id: int, spec: JobSpec) -> Active | None:
         """The in-memory state of a run that starts (or continues after a restart); None when it
@@ -977,6 +982,7 @@ class Coordinator:
             task_id=task.id,
             run_id=run.run_id,
             script=run.script_url,
+            warm=run.warm_url,
             kind=run.execution.kind(stage),
             stage=stage,
             group=task.group,

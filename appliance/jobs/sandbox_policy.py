@@ -8,6 +8,7 @@ message that says why.
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import urlsplit
 
 from appliance.audit import service as audit
@@ -59,6 +60,20 @@ def disallowed_urls(urls: list[str], appliance_origin: str, allowed: list[str]) 
     """The URLs (job scripts, WebAssembly binaries) whose origin is neither the appliance nor allowed."""
     permitted = {appliance_origin, *allowed}
     return [url for url in urls if origin_of(url, appliance_origin) not in permitted]
+
+
+def origins_digest(origins: list[str]) -> str:
+    return hashlib.sha256("\n".join(origins).encode()).hexdigest()[:16]
+
+
+def warm_sandbox_url(scripts: list[str], origins: list[str], *, cloud: bool) -> str:
+    """The warm sandbox a run's tasks may use instead of starting a Web Worker from the run's script,
+    or "" when the run's policy is not the warm sandbox's: its scripts come from elsewhere or it
+    writes to a cloud bucket. The URL names the fetch origins the run got, so a warm sandbox started
+    under another allow-list is never used for it (sandbox_routes.warm_sandbox)."""
+    if cloud or not all(is_appliance_path(url) for url in scripts):
+        return ""
+    return f"/worker/sandbox.js?origins={origins_digest(origins)}"
 
 
 def content_security_policy(appliance_origin: str, script_origins: list[str], connect_origins: list[str]) -> str:

@@ -11,16 +11,18 @@ s3 runs, the run's bucket.
 
 from __future__ import annotations
 
+import json
+
 from litestar import Request, get
 from litestar.exceptions import NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 from litestar.response import Response
 
 from appliance.accounts.auth import WORKER_BROWSER, access
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
-from appliance.jobs.sandbox_policy import content_security_policy, origin_of
-from appliance.jobs.sandbox_script import build
+from appliance.jobs.sandbox_policy import allowed_origins, content_security_policy, origin_of, origins_digest
+from appliance.jobs.sandbox_script import RUNTIME, build
 
 
 @get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
@@ -43,4 +45,25 @@ async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
     )
 
 
-ROUTES = [run_sandbox]
+@get("/worker/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
+async def warm_sandbox(request: Request, origins: FromQuery[str]) -> Response:
+    """A sandbox with the runtime loaded and no run yet, which a tab starts while it is idle. A run
+    whose policy is this one (coordinator's ``warm_url``: scripts from the appliance only, pmrfs, the
+    same fetch origins) has it load its script instead of starting a Web Worker, which takes longer
+    than a short task. Served under the current allow-list only, never kept by the browser: a
+    sandbox's policy is the one it started with."""
+    current = await allowed_origins(coordinator_of(request).settings)
+    if origins != origins_digest(current):
+        raise NotFoundException("The fetch origins changed: start the run's own sandbox.")
+    script = f"importScripts({', '.join(json.dumps(url) for url in RUNTIME)});\n"
+    return Response(
+        script,
+        media_type="text/javascript",
+        headers={
+            "content-security-policy": content_security_policy(appliance_origin(request), [], current),
+            "cache-control": "no-store",
+        },
+    )
+
+
+ROUTES = [run_sandbox, warm_sandbox]

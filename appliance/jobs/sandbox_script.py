@@ -47,7 +47,8 @@ def _stage_label(spec: JobSpec, index: int) -> str:
 def build(spec: JobSpec) -> tuple[str, list[Placed]]:
     """The sandbox script's text and where each job function sits in it."""
     head = (
-        f"importScripts({', '.join(json.dumps(url) for url in RUNTIME)});\n"
+        # A warm sandbox (sandbox_routes.warm_sandbox) has loaded the runtime already.
+        f"if (!self.peermrSandbox) importScripts({', '.join(json.dumps(url) for url in RUNTIME)});\n"
         f"peermrSandbox.loadScripts({json.dumps(spec.scripts)});\n"
         "peermrSandbox.seal();\n"
     )

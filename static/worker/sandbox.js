@@ -6,6 +6,8 @@
 //   peermrSandbox.seal();                             // job code may not load more
 //   peermrSandbox.define({input: async function input() {...} | null, stages: [function..., ...]});
 //
+// or starts warm from /worker/sandbox.js (the runtime alone, under the same Content-Security-Policy)
+// and loads the run's script when the page says {type: 'load', script}.
 // It runs the input function or a stage function with `context`, encodes what they emit with
 // static/worker/codecs.js into one blob per output partition, and reports to the page:
 // It runs one task at a time; a run that loads no scripts of its own has its tasks on a tab run in
@@ -833,6 +835,8 @@
     const message = event.data;
     if (message?.type === 'run') {
       start(message.task, message.inputs);
+    } else if (message?.type === 'load' && !sealed && typeof message.script === 'string') {
+      originalImportScripts(message.script);  // a failure is the Worker's error, as a load's is
     } else if (REPLIES.has(message?.type)) {
       const resolve = replies.get(message.id);
       replies.delete(message.id);

@@ -91,14 +91,50 @@ export class TaskRunner {
     this.spares = new Map();
     // Sandbox scripts whose sandboxes serve one task after another (they said so when they loaded).
     this.reusable = new Set();
+    // A warm sandbox: the runtime loaded under the policy of the last run that named one
+    // (task-assign's `warm`), started while the tab is idle; a run with that policy has it load its
+    // script instead of waiting for a Web Worker to start. {url, worker}
+    this.warm = null;
+    this.warmUrl = '';
   }
 
-  // Web Workers alive: the tasks' and the spares'.
-  get live() { return this.tasks.size + this.spares.size; }
+  // Web Workers alive: the tasks', the spares' and the warm one.
+  get live() { return this.tasks.size + this.spares.size + (this.warm ? 1 : 0); }
 
-  spare(script) {
+  spare(script, warmUrl) {
+    const warm = this.fromWarm(warmUrl, script);
+    if (warm) return this.keep(script, warm, true);
     if (this.live >= this.capacity) return;  // the task then starts its own when it comes
     this.keep(script, new Worker(script), true);
+  }
+
+  // The warm sandbox, now loading the run's script, when the run may use it; else null.
+  fromWarm(warmUrl, script) {
+    if (!this.warm || this.warm.url !== warmUrl) return null;
+    const {worker} = this.warm;
+    this.warm = null;
+    worker.postMessage({type: 'load', script});
+    return worker;
+  }
+
+  noteWarm(url) {
+    if (typeof url === 'string' && url.startsWith('/worker/sandbox.js?')) this.warmUrl = url;
+  }
+
+  // While the tab is idle: a warm sandbox for the next run.
+  rewarm() {
+    if (!this.warmUrl || this.warm?.url === this.warmUrl) return;
+    this.warm?.worker.terminate();
+    this.warm = null;
+    if (this.live >= this.capacity) return;
+    const warm = {url: this.warmUrl, worker: new Worker(this.warmUrl)};
+    warm.worker.onerror = event => {  // the allow-list changed since the run started: no warm one
+      event.preventDefault?.();
+      warm.worker.terminate();
+      if (this.warm === warm) this.warm = null;
+      if (this.warmUrl === warm.url) this.warmUrl = '';
+    };
+    this.warm = warm;
   }
 
   // The run's idle sandbox until its next task here takes it. What a new one says while it loads is
@@ -119,20 +155,27 @@ export class TaskRunner {
     this.spares.set(script, spare);
   }
 
-  // The run's spare sandbox, or a new one (a spare that failed to load tries again as the task's own,
-  // whose failure the task reports).
-  sandbox(script) {
+  // The run's spare sandbox, the warm one, or a new one (a spare that failed to load tries again as
+  // the task's own, whose failure the task reports).
+  sandbox(script, warmUrl) {
     const spare = this.spares.get(script);
     this.spares.delete(script);
     if (spare) clearTimeout(spare.timer);
     if (spare?.failed) spare.worker.terminate();
-    for (const [other, idle] of this.spares) {  // spares of other runs give way to a task
+    if (spare && !spare.failed) return spare;
+    const warm = this.fromWarm(warmUrl, script);
+    if (warm) return {worker: warm, said: []};
+    for (const [other, idle] of this.spares) {  // spares of other runs and the warm one give way to a task
       if (this.live <= this.capacity) break;
       clearTimeout(idle.timer);
       idle.worker.terminate();
       this.spares.delete(other);
     }
-    return spare && !spare.failed ? spare : {worker: new Worker(script), said: []};
+    if (this.live > this.capacity && this.warm) {
+      this.warm.worker.terminate();
+      this.warm = null;
+    }
+    return {worker: new Worker(script), said: []};
   }
 
   ready(script, m) {
@@ -149,7 +192,8 @@ export class TaskRunner {
         return true;
       case 'task-put-url-reply': this.putUrlReply(message); return true;
       case 'task-prepare':
-        if (typeof message.script === 'string' && !this.spares.has(message.script)) this.spare(message.script);
+        this.noteWarm(message.warm);
+        if (typeof message.script === 'string' && !this.spares.has(message.script)) this.spare(message.script, message.warm);
         return true;
       default: return false;
     }
@@ -198,13 +242,8 @@ export class TaskRunner {
         inputs.push(bytes);
       }
       if (task.ended) return;  // cancelled meanwhile
-      const {worker, said} = this.sandbox(spec.script);
-      // The run's next task here gets a sandbox that starts loading now, beside this one: loading
-      // one (the runtime's and the job's scripts) takes longer than a short task. Not when this
-      // one will serve it.
-      if (spec.prepareNext === true && !this.spares.has(spec.script) && !this.reusable.has(spec.script)) {
-        this.spare(spec.script);
-      }
+      this.noteWarm(spec.warm);
+      const {worker, said} = this.sandbox(spec.script, spec.warm);
       task.worker = worker;
       worker.onmessage = event => this.fromSandbox(task, event.data);
       worker.onerror = event => {
@@ -225,7 +264,15 @@ export class TaskRunner {
   fromSandbox(task, m) {
     if (task.ended || m === null || typeof m !== 'object') return;
     switch (m.type) {
-      case 'ready': this.ready(task.spec.script, m); break;
+      case 'ready':
+        this.ready(task.spec.script, m);
+        // The run's next task here gets a sandbox that starts loading now, beside this one, unless
+        // this one will serve it: loading one (the runtime's and the job's scripts) takes longer
+        // than a short task.
+        if (m.reusable !== true && task.spec.prepareNext === true && !this.spares.has(task.spec.script)) {
+          this.spare(task.spec.script);
+        }
+        break;
       case 'log': this.log(task, m); break;
       case 'progress': this.progress(task, m); break;
       case 'output': this.output(task, m); break;
@@ -315,14 +362,15 @@ export class TaskRunner {
   }
 
   // The task is over (done, failed or cancelled). Its Web Worker stays for the run's next task here
-  // when it went well and the sandbox serves one task after another (and no other is idle for the
-  // run); otherwise it goes. When another task of the run follows here and its sandbox is not
+  // when it went well, the run has one (prepareNext) and the sandbox serves one task after another
+  // (and no other is idle for the run); otherwise it goes. When another task of the run follows here and its sandbox is not
   // loading yet (the one started with this task was not taken in time, SPARE_IDLE_MS), it starts now.
   end(task, done = false) {
     if (!task || task.ended) return;
     task.ended = true;
     const script = task.spec.script;
-    if (done && this.reusable.has(script) && !this.spares.has(script) && this.live <= this.capacity) {
+    const next = task.spec.prepareNext === true;  // the run has another task for this tab
+    if (done && next && this.reusable.has(script) && !this.spares.has(script) && this.live <= this.capacity) {
       this.keep(script, task.worker);
     } else {
       task.worker?.terminate();
@@ -336,8 +384,11 @@ export class TaskRunner {
     for (const [id, pending] of this.putUrls) if (pending.task === task) this.putUrls.delete(id);
     this.peers?.ended(task);
     this.tasks.delete(task.id);
-    if (task.spec.prepareNext === true && !this.spares.has(script)) this.spare(script);
-    if (this.tasks.size === 0) this.onBusy(false);
+    if (next && !this.spares.has(script)) this.spare(script);
+    if (this.tasks.size === 0) {
+      this.onBusy(false);
+      this.rewarm();
+    }
   }
 
   log(task, m) {

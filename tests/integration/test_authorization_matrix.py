@@ -300,6 +300,13 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         {},
         {**SIGNED_IN, "enrolled": 404, "worker": 404, "coordinator": 404, "admin": 404},
     ),
+    # The warm task sandbox: any worker browser or signed-in account, under the current allow-list only
+    # (tests/integration/test_warm_sandbox.py serves it).
+    ("GET", "/worker/sandbox.js"): (
+        "/worker/sandbox.js?origins=0",
+        {},
+        {**SIGNED_IN, "enrolled": 404, "worker": 404, "coordinator": 404, "admin": 404},
+    ),
     # Cloud Data: each coordinator's own bucket settings. A refused form is 400; the test, CORS and
     # remove actions go back to the page (there is nothing saved to act on here).
     ("GET", "/ui/cloud"): ("/ui/cloud", {}, COORDINATORS),
