@@ -206,8 +206,11 @@ class DataNodes:
     # ------------------------------------------------------------ reading back
 
     async def fetch_from_browsers(self, sha: str) -> bytes | None:
-        """The blob's bytes from a live browser replica (it PUTs them to us), verified; None if none could."""
-        for replica in await namenode.replicas_of(sha):
+        """The blob's bytes from a live browser replica (it PUTs them to us), verified; None if none could.
+        Holders are asked in the order the object's status lists them; one whose bytes do not match
+        the blob's SHA-256 is passed over at once, and its copy forgotten (and deleted from the tab
+        unless a running run reads it) so that the placement loop makes another."""
+        for replica in sorted(await namenode.replicas_of(sha), key=lambda r: r.holder):
             worker = self.fleet.get(replica.holder) if replica.holder != APPLIANCE else None
             if worker is None or not replica.confirmed:
                 continue
@@ -217,9 +220,14 @@ class DataNodes:
                 url = self.grants.url("upload", sha, worker.worker_id)
                 reply = await worker.request(lambda i, u=url: p.BlobUpload(id=i, sha256=sha, url=u), REQUEST_TIMEOUT)
                 if isinstance(reply, p.BlobUploaded):
-                    return await asyncio.wait_for(arrived, 5)
-                if isinstance(reply, p.BlobFailed) and reply.reason == "missing":
+                    if (data := await asyncio.wait_for(arrived, 5)) is not None:
+                        return data
+                damaged = arrived.done() and arrived.result() is None
+                if damaged or (isinstance(reply, p.BlobFailed) and reply.reason == "missing"):
                     await namenode.remove_replica(sha, worker.worker_id)
+                    self.wake.set()
+                if damaged and sha not in self.run_blobs():
+                    await worker.send(p.BlobDelete(sha256=sha))
             except (TimeoutError, ConnectionError) as exc:
                 log.info("could not read %s back from %s: %s", sha, worker.worker_id, exc)
             finally:
@@ -227,12 +235,16 @@ class DataNodes:
         return None
 
     def uploaded(self, sha: str, worker_id: str, data: bytes) -> bool:
-        """Bytes a worker PUT for a fetch_from_browsers request; False if not asked for or corrupt."""
+        """Bytes a worker PUT for a fetch_from_browsers request; False if not asked for or corrupt
+        (the request then goes on to another replica)."""
         waiter = self.uploads.get((sha, worker_id))
-        if waiter is None or waiter.done() or sha256_hex(data) != sha:
+        if waiter is None or waiter.done():
             return False
-        waiter.set_result(data)
-        return True
+        intact = sha256_hex(data) == sha
+        if not intact:
+            log.warning("%s sent bytes that do not match blob %s: another replica is asked", worker_id, sha)
+        waiter.set_result(data if intact else None)
+        return intact
 
 
 def _free_space(worker: Worker) -> int:

@@ -231,7 +231,9 @@ async ([sha]) => {
 """
 
 
-def test_a_damaged_copy_of_a_piece_is_refused_and_another_replica_serves_it(api, workers, texts, data_server):
+def test_a_damaged_copy_of_a_piece_is_refused_and_another_replica_serves_it(
+    api, workers, texts, data_server, appliance
+):
     """Last in the module: it closes a tab."""
     run_id = save_and_run(api, "wordcount-damaged", wordcount_script(data_server.origin, workers=RANKS))
     run = wait(api, run_id)
@@ -242,10 +244,13 @@ def test_a_damaged_copy_of_a_piece_is_refused_and_another_replica_serves_it(api,
     piece, key = next((b, s["key"]) for s in status for b in s["blobs"] if len(b["replicas"]) >= 2)
     expected = api.get(f"/buckets/{bucket}/objects/{key}").text
     tabs = {t.evaluate("window.peermrWorker.workerId"): t for t in workers.tabs}
-    damaged, intact = [tabs[h] for h in sorted(piece["replicas"])[:2]]
+    # The appliance asks the holders in the order the status lists them: damage the first.
+    first, second = piece["replicas"][:2]
+    damaged, intact = tabs[first], tabs[second]
     assert damaged.evaluate(CORRUPT, [piece["sha256"]])
-    # Read back whichever copy comes first: the damaged one is refused by its hash, the other serves.
+    # The damaged copy is refused by its hash, and the other serves the piece.
     assert api.get(f"/buckets/{bucket}/objects/{key}").text == expected
+    assert f"{first} sent bytes that do not match blob {piece['sha256']}" in appliance.log()
     # With the intact copy gone, the damaged one alone never passes for the piece: the download is
     # refused, or its body ends before the piece.
     workers.close(intact)

@@ -30,6 +30,7 @@ class SimDataNode:
         self.blobs: dict[str, bytes] = dict(blobs or {})
         self.commands: list[str] = []
         self.errors: list[dict] = []
+        self.uploads: list[int] = []  # the appliance's answers to the blobs it asked back
 
     async def start(self) -> SimDataNode:
         self.http = httpx.AsyncClient(base_url=self.appliance.url, headers={"Cookie": self.cookie}, timeout=30)
@@ -72,7 +73,7 @@ class SimDataNode:
                 )
             elif kind == "blob-upload":
                 response = await self.http.put(message["url"], content=self.blobs[message["sha256"]])
-                assert response.status_code == 204, response.text
+                self.uploads.append(response.status_code)
                 await self.send(
                     {
                         "type": "blob-uploaded",
@@ -148,6 +149,7 @@ async def test_private_blobs_stay_with_the_owners_browsers_and_follow_availabili
         download = await api.get("/api/v1/buckets/placement-private/objects/data.bin")
         assert download.status_code == 200 and download.content == payload
         assert any("blob-upload" in w.commands for w in mine)
+        assert {code for w in mine for code in w.uploads} == {204}
 
         # Every holder gone: unavailable. One back with its blobs: available again.
         kept = dict(mine[0].blobs), mine[0].worker_id
@@ -233,5 +235,38 @@ async def test_replication_factor_is_kept_under_churn(appliance, accounts):
         assert await wait_for(factor_met) == {w.worker_id for w in live}
     finally:
         for worker in live:
+            await worker.stop()
+        await api.aclose()
+
+
+async def test_a_damaged_copy_is_refused_forgotten_and_another_serves(appliance, accounts):
+    api = httpx.AsyncClient(
+        base_url=appliance.url, headers={"Authorization": f"Bearer {accounts['token']}"}, timeout=60
+    )
+    cookie = await signed_in_cookie(appliance, "owner@example.com", "place-password-1")
+    mine = [await SimDataNode(appliance, cookie).start() for _ in range(2)]
+    try:
+        payload = os.urandom(3 * 1024 * 1024)
+        assert (await api.put("/api/v1/buckets/placement-damaged")).status_code in (200, 201)
+        put = await api.put("/api/v1/buckets/placement-damaged/objects/data.bin?pin=false", content=payload)
+        assert put.status_code in (200, 201), put.text
+
+        async def placed():
+            state = (await api.get("/api/v1/objects-status/placement-damaged/data.bin")).json()
+            holders = [set(b["replicas"]) for b in state["blobs"]]
+            return state if all(h == {w.worker_id for w in mine} for h in holders) else None
+
+        state = await wait_for(placed)
+        # The holder the status lists first is asked first: damage its copies.
+        first = next(w for w in mine if w.worker_id == state["blobs"][0]["replicas"][0])
+        first.blobs = {sha: bytes([data[0] ^ 1]) + data[1:] for sha, data in first.blobs.items()}
+        download = await api.get("/api/v1/buckets/placement-damaged/objects/data.bin")
+        assert download.status_code == 200 and download.content == payload
+        # Its bytes were refused by their hash, the operator is told, and the tab drops the copy.
+        assert first.uploads and set(first.uploads) == {403}
+        assert f"{first.worker_id} sent bytes that do not match blob" in appliance.log()
+        await wait_for(lambda: asyncio.sleep(0, result="blob-delete" in first.commands))
+    finally:
+        for worker in mine:
             await worker.stop()
         await api.aclose()
