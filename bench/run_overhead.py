@@ -198,8 +198,8 @@ def main() -> None:
         if path.startswith("static/worker/") and timing.get("responseEnd", -1) >= 0:
             scripts.setdefault(path, []).append(timing["responseEnd"] - max(0.0, timing.get("requestStart", 0.0)))
     print(
-        "  each task's Web Worker loads the run's sandbox script (kept by the browser for the run: the GETs above)"
-        " and the runtime:"
+        "  each Web Worker a tab starts loads the runtime: a warm sandbox started while the tab is idle, which"
+        " then loads the run's sandbox script (the GETs above), or one started from the run's script:"
     )
     for path, times in sorted(scripts.items()):
         median, p90 = quantiles(times)
