@@ -42,12 +42,19 @@ def _json_line(record) -> bytes:
         return codecs.encode(codecs.JSON, [record])
 
 
+CHUNK_BYTES = 64 * 1024  # what a download sends at a time: one send per record costs more than the record
+
+
 async def json_lines(first, records: AsyncIterator) -> AsyncIterator[bytes]:
     if first is None:
         return
-    yield _json_line(first)
+    chunk = bytearray(_json_line(first))
     async for record in records:
-        yield _json_line(record)
+        chunk += _json_line(record)
+        if len(chunk) >= CHUNK_BYTES:
+            yield bytes(chunk)
+            chunk.clear()
+    yield bytes(chunk)
 
 
 def _cell(value) -> str:
@@ -68,7 +75,7 @@ async def csv_rows(first, records: AsyncIterator) -> AsyncIterator[bytes]:
         writer.writerow([_cell(first[0]), _cell(first[1])])
         async for key, value in records:
             writer.writerow([_cell(key), _cell(value)])
-            if buffer.tell() > 64 * 1024:
+            if buffer.tell() > CHUNK_BYTES:
                 yield codecs.utf8(buffer.getvalue())
                 buffer.seek(0)
                 buffer.truncate()
