@@ -11,9 +11,8 @@ from litestar.response import Response, Template
 from appliance.accounts.auth import ADMIN, USER, WORKER_BROWSER, access
 from appliance.audit import service as audit
 from appliance.billing import service as billing
-from appliance.fleet import courtesy
+from appliance.fleet import courtesy, views
 from appliance.fleet import protocol as p
-from appliance.fleet import views
 from appliance.fleet.connection import CLOSE_GONE
 from appliance.fleet.registry import Fleet
 from appliance.web.rendering import is_htmx, page, redirect

@@ -571,9 +571,7 @@ def _back_to_list(back: str) -> str | None:
 
 
 @post(f"{RUNS}/{{run_id:int}}/cancel", opt=access(COORDINATOR), include_in_schema=False)
-async def cancel_run(
-    request: Request, run_id: FromPath[int], data: Form[CancelForm]
-) -> Response:
+async def cancel_run(request: Request, run_id: FromPath[int], data: Form[CancelForm]) -> Response:
     """Cancel a queued or running run, from its page (which updates in place) or from a list row."""
     try:
         run = await service.cancel_run(_actor(request), run_id, coordinator_of(request))

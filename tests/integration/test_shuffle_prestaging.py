@@ -41,7 +41,7 @@ class Fleet:
         self.workers: list[SimWorker] = []
 
     async def start(self, appliance: Appliance, cookie: str) -> Fleet:
-        for n in range(WORKERS):  # one at a time: the longest connected gets a rank first
+        for _ in range(WORKERS):  # one at a time: the longest connected gets a rank first
             worker = SimWorker(appliance.url, cookie, on_task=self.task, on_blob_receive=self.receive)
             self.workers.append(await worker.start())
         return self
@@ -84,7 +84,9 @@ class Fleet:
             await worker.close()
 
 
-async def test_a_finished_maps_partitions_reach_the_reduces_workers_while_other_maps_run(appliance, carol_client, carol):
+async def test_a_finished_maps_partitions_reach_the_reduces_workers_while_other_maps_run(
+    appliance, carol_client, carol
+):
     fleet = await Fleet().start(appliance, cookie_of(carol_client))
     try:
         run = carol.run(carol.job(job_script(workers=WORKERS)))

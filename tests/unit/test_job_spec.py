@@ -322,7 +322,9 @@ def test_scripts_and_webassembly_binaries_may_be_files_the_appliance_serves():
         job(
             """
             e.scripts = ['/static/vendor/tfjs/tf.min.js'];
-            e.wasmBinaries = ['/static/examples/add.wasm', {name: 'lerp', url: '/static/examples/emscripten/lerp.wasm'}];
+            e.wasmBinaries = [
+              '/static/examples/add.wasm', {name: 'lerp', url: '/static/examples/emscripten/lerp.wasm'},
+            ];
             """
         )
     )
