@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import itertools
 import logging
 import time
@@ -165,9 +166,10 @@ class Active:
     def script_url(self) -> str:
         return f"/worker/runs/{self.run_id}/sandbox.js"
 
-    @property
+    @functools.cached_property
     def warm_url(self) -> str:
-        """The warm sandbox that may load this run's script, or "" (sandbox_routes.warm_sandbox)."""
+        """The warm sandbox that may load this run's script, or "" (sandbox_routes.warm_sandbox); its
+        inputs are fixed when the run starts, so it is worked out once, not at every task-assign."""
         return warm_sandbox_url(self.spec.scripts, self.origins, cloud=self.storage is not None)
 
     def key_prefix(self) -> str:

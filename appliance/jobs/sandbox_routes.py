@@ -11,8 +11,6 @@ s3 runs, the run's bucket.
 
 from __future__ import annotations
 
-import json
-
 from litestar import Request, get
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath, FromQuery
@@ -22,7 +20,7 @@ from appliance.accounts.auth import WORKER_BROWSER, access
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
 from appliance.jobs.sandbox_policy import allowed_origins, content_security_policy, origin_of, origins_digest
-from appliance.jobs.sandbox_script import RUNTIME, build
+from appliance.jobs.sandbox_script import IMPORT_RUNTIME, build
 
 
 @get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
@@ -55,9 +53,8 @@ async def warm_sandbox(request: Request, origins: FromQuery[str]) -> Response:
     current = await allowed_origins(coordinator_of(request).settings)
     if origins != origins_digest(current):
         raise NotFoundException("The fetch origins changed: start the run's own sandbox.")
-    script = f"importScripts({', '.join(json.dumps(url) for url in RUNTIME)});\n"
     return Response(
-        script,
+        IMPORT_RUNTIME + "\n",
         media_type="text/javascript",
         headers={
             "content-security-policy": content_security_policy(appliance_origin(request), [], current),

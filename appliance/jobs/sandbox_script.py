@@ -24,6 +24,8 @@ RUNTIME = [
     f"/static/worker/collectives.js?v={__version__}",
     f"/static/worker/sandbox.js?v={__version__}",
 ]
+# What loads the runtime, in the run's sandbox script and in a warm sandbox (sandbox_routes).
+IMPORT_RUNTIME = f"importScripts({', '.join(json.dumps(url) for url in RUNTIME)});"
 JOB_FILE = "job.js"
 
 
@@ -48,7 +50,7 @@ def build(spec: JobSpec) -> tuple[str, list[Placed]]:
     """The sandbox script's text and where each job function sits in it."""
     head = (
         # A warm sandbox (sandbox_routes.warm_sandbox) has loaded the runtime already.
-        f"if (!self.peermrSandbox) importScripts({', '.join(json.dumps(url) for url in RUNTIME)});\n"
+        f"if (!self.peermrSandbox) {IMPORT_RUNTIME}\n"
         f"peermrSandbox.loadScripts({json.dumps(spec.scripts)});\n"
         "peermrSandbox.seal();\n"
     )

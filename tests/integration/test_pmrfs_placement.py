@@ -112,6 +112,20 @@ async def wait_for(predicate, timeout: float = 60):
     raise AssertionError("timed out")
 
 
+async def put_and_place(api: httpx.AsyncClient, bucket: str, payload: bytes, holders: list[SimDataNode]) -> dict:
+    """Upload an unpinned object and wait until each of its blobs is on exactly these workers: its status."""
+    assert (await api.put(f"/api/v1/buckets/{bucket}")).status_code in (200, 201)
+    put = await api.put(f"/api/v1/buckets/{bucket}/objects/data.bin?pin=false", content=payload)
+    assert put.status_code in (200, 201), put.text
+
+    async def placed():
+        state = (await api.get(f"/api/v1/objects-status/{bucket}/data.bin")).json()
+        held = [set(b["replicas"]) for b in state["blobs"]]
+        return state if all(h == {w.worker_id for w in holders} for h in held) else None
+
+    return await wait_for(placed)
+
+
 @pytest.fixture(scope="module")
 def accounts(appliance):
     for email in ("owner@example.com", "other@example.com"):
@@ -131,16 +145,7 @@ async def test_private_blobs_stay_with_the_owners_browsers_and_follow_availabili
     theirs = [await SimDataNode(appliance, other_cookie).start() for _ in range(2)]
     try:
         payload = os.urandom(5 * 1024 * 1024)  # two blobs
-        assert (await api.put("/api/v1/buckets/placement-private")).status_code in (200, 201)
-        put = await api.put("/api/v1/buckets/placement-private/objects/data.bin?pin=false", content=payload)
-        assert put.status_code in (200, 201), put.text
-
-        async def placed():
-            state = (await api.get("/api/v1/objects-status/placement-private/data.bin")).json()
-            holders = [set(b["replicas"]) for b in state["blobs"]]
-            return state if all(h == {w.worker_id for w in mine} for h in holders) else None
-
-        state = await wait_for(placed)
+        state = await put_and_place(api, "placement-private", payload, mine)
         assert state["available"] and len(state["blobs"]) == 2
         # The other account's browsers were never asked to hold, send or receive anything.
         assert all(w.commands == [] and not w.blobs for w in theirs)
@@ -247,16 +252,7 @@ async def test_a_damaged_copy_is_refused_forgotten_and_another_serves(appliance,
     mine = [await SimDataNode(appliance, cookie).start() for _ in range(2)]
     try:
         payload = os.urandom(3 * 1024 * 1024)
-        assert (await api.put("/api/v1/buckets/placement-damaged")).status_code in (200, 201)
-        put = await api.put("/api/v1/buckets/placement-damaged/objects/data.bin?pin=false", content=payload)
-        assert put.status_code in (200, 201), put.text
-
-        async def placed():
-            state = (await api.get("/api/v1/objects-status/placement-damaged/data.bin")).json()
-            holders = [set(b["replicas"]) for b in state["blobs"]]
-            return state if all(h == {w.worker_id for w in mine} for h in holders) else None
-
-        state = await wait_for(placed)
+        state = await put_and_place(api, "placement-damaged", payload, mine)
         # The holder the status lists first is asked first: damage its copies.
         first = next(w for w in mine if w.worker_id == state["blobs"][0]["replicas"][0])
         first.blobs = {sha: bytes([data[0] ^ 1]) + data[1:] for sha, data in first.blobs.items()}
