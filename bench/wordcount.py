@@ -28,6 +28,7 @@ import os
 import random
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -284,7 +285,10 @@ def timed_run(api: httpx.Client, name: str, script: str) -> dict:
     output = api.get(f"/runs/{run_id}/output")
     output.raise_for_status()
     counts = dict(json.loads(line) for line in output.text.splitlines())
-    return {"seconds": time.perf_counter() - started, "counts": counts, "run": run, "epoch_started": epoch_started}
+    seconds = time.perf_counter() - started
+    # The run's own account (warnings, retries, speculation), for a run far slower than the others.
+    logs = [json.loads(line) for line in api.get(f"/runs/{run_id}/logs").text.splitlines()]
+    return {"seconds": seconds, "counts": counts, "run": run, "epoch_started": epoch_started, "logs": logs}
 
 
 def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> dict[str, list[dict]]:
@@ -311,13 +315,7 @@ def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> d
         )
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            pages = []
-            for _ in range(WORKERS):
-                page = browser.new_context().new_page()
-                page.add_init_script(WATCH_SOCKET)
-                page.goto(f"{appliance.url}/worker/start#token={token}")
-                expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
-                pages.append(page)
+            pages = open_tabs(browser, appliance, token)
             time.sleep(2)  # the connectivity probes of the new tabs are over
             for name, script in plan:
                 with Foreign() as foreign, PeakMemory() as memory:
@@ -336,6 +334,84 @@ def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> d
         appliance.stop()
         server.shutdown()
     return results
+
+
+def open_tabs(browser, appliance: Appliance, token: str) -> list:
+    """WORKERS worker tabs (a context each) connected to the appliance, their sockets watched."""
+    pages = []
+    for _ in range(WORKERS):
+        page = browser.new_context().new_page()
+        page.add_init_script(WATCH_SOCKET)
+        page.goto(f"{appliance.url}/worker/start#token={token}")
+        expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
+        pages.append(page)
+    return pages
+
+
+def run_against(tmp: Path, texts: list[bytes], runs: int, base: str) -> None:
+    """--against REV: the example on REV's code and on this checkout's, one run each in turn (the
+    machine's speed drifts over minutes, so only runs side by side compare), each appliance with its
+    own four tabs in one Chromium."""
+    code = tmp / "base"
+    code.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", base, "appliance", "templates", "static"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+    server = CorpusServer({f"/corpus/part-{i:02d}.txt": t for i, t in enumerate(texts)})
+    urls = [f"{server.origin}/corpus/part-{i:02d}.txt" for i in range(FILES)]
+    env = {"PEERMR_FETCH_ORIGINS": server.origin, "PEERMR_LOG_LEVEL": "warning", "PEERMR_REPLICATION_FACTOR": "1"}
+    # PYTHONSAFEPATH: `python -m` would otherwise put the working directory, this checkout, first.
+    sides = {
+        base: Appliance(tmp / "base-data", env=env | {"PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"}),
+        "this checkout": Appliance(tmp / "data", env=env),
+    }
+    results: dict[str, list[dict]] = {name: [] for name in sides}
+    try:
+        for appliance in sides.values():
+            appliance.start()
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            apis = {}
+            for name, appliance in sides.items():
+                token = appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
+                apis[name] = httpx.Client(
+                    base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=600
+                )
+                open_tabs(browser, appliance, token)
+            time.sleep(2)
+            for _ in range(runs):
+                for name in sides:
+                    result = timed_run(apis[name], "wordcount", job_script(urls))
+                    result["tasks"] = sides[name].query(
+                        "SELECT stage, rank, state, started_at, finished_at, cpu_ms, emits, bytes_out "
+                        f"FROM jobs_task WHERE run = {result['run']['id']} ORDER BY stage, rank"
+                    )
+                    results[name].append(result)
+            browser.close()
+    finally:
+        for appliance in sides.values():
+            appliance.stop()
+        server.shutdown()
+    expected = Counter(w for t in texts for w in t.decode().split())
+    print(f"wordcount.js, {runs} runs each, in turn: median seconds (runs), and each phase's median")
+    medians = {}
+    for name, done in results.items():
+        assert all(r["counts"] == expected for r in done), f"{name}: a wrong answer"
+        medians[name] = statistics.median(r["seconds"] for r in done)
+        each = ", ".join(f"{r['seconds']:.2f}" for r in done)
+        print(f"  {name:16} {medians[name]:6.2f} s ({each})")
+        rows = [phases(r) for r in done]
+        for i, (label, _) in enumerate(rows[0]):
+            print(f"      {label:56} {statistics.median(row[i][1] for row in rows):6.2f}")
+    pairs = [a["seconds"] / b["seconds"] for a, b in zip(results["this checkout"], results[base], strict=True)]
+    faster = sum(ratio < 1 for ratio in pairs)
+    print(
+        f"this checkout / {base}: {medians['this checkout'] / medians[base]:.2f} on the medians; "
+        f"{statistics.median(pairs):.2f} the median of the runs side by side ({faster} of {runs} faster)"
+    )
+    for done in results.values():
+        outliers(done)
 
 
 def run_spark(directory: Path, runs: int) -> dict:
@@ -441,6 +517,8 @@ def describe(result: dict) -> None:
         sandbox = ", ".join(f"{c / 1000:.2f}" for *_, c, _, _ in rows)
         out = sum(r[7] for r in rows) / 1e6
         print(f"  {label} tasks: wall per rank {spans} s; inside the sandbox {sandbox} s; output {out:.1f} MB")
+    if "frames" not in result:
+        return
     print("  per worker tab (its socket's messages, page clock, from the first map task-assign):")
     tabs = [tab_phases(f, result["run"]["id"]) for f in result["frames"]]
     tabs.sort(key=lambda t: t["rank"] if t["rank"] is not None else -1)
@@ -469,10 +547,41 @@ def shuffled(result: dict) -> tuple[float, float]:
     return out / max(1, emits), out / 1e6
 
 
+def outliers(examples: list[dict]) -> None:
+    """Where a run a third slower than the median lost its time, and what its log says."""
+    median = statistics.median(r["seconds"] for r in examples)
+    for result in examples:
+        if result["seconds"] <= 1.33 * median:
+            continue
+        print()
+        print(f"an outlier: run {result['run']['id']} took {result['seconds']:.2f} s (the median {median:.2f} s):")
+        describe(result)
+        for line in result["logs"]:
+            if line.get("level") != "info" or line.get("source") == "coordinator":
+                source, level, text = (line.get(k, "") for k in ("source", "level", "text"))
+                print(f"    [{line.get('at', '')}] {source} {level}: {text}")
+
+
+def report_ours(results: dict[str, list[dict]], single: dict) -> None:
+    """--ours-only: our runs, their phases and outliers, against one Python process."""
+    examples = results["example"]
+    ours = sorted(examples, key=lambda r: r["seconds"])[len(examples) // 2]
+    runs = ", ".join(f"{r['seconds']:.2f}" for r in examples)
+    print(f"PeerMR, wordcount.js, median of {len(examples)} ({runs}): {ours['seconds']:.2f} s")
+    for name in ("combiner", "counting", "skewed"):
+        print(f"  {name}: {results[name][0]['seconds']:.2f} s")
+    print(f"one Python process: {single['seconds']:.2f} s; answers equal: {ours['counts'] == single['counts']}")
+    print("the median run, phase by phase:")
+    describe(ours)
+    outliers(examples)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="an 8 MB corpus: a smoke run")
     parser.add_argument("--runs", type=int, default=3, help="runs of the example and of Spark's job (median)")
+    parser.add_argument("--ours-only", action="store_true", help="no Spark and no Python reference (no ratios)")
+    parser.add_argument("--against", metavar="REV", help="only the example, on REV's code and this checkout's in turn")
     args = parser.parse_args()
     size = (8 if args.quick else 56) * 1000 * 1000
     idle = idle_share()
@@ -495,13 +604,19 @@ def main() -> None:
             flush=True,
         )
 
+        if args.against:
+            run_against(tmp, texts, args.runs, args.against)
+            return
         results = run_ours(tmp, texts, skewed, args.runs)
-        with Foreign() as foreign:
-            spark = run_spark(directory, args.runs)
-        spark["foreign"] = foreign.cores
         with Foreign() as foreign:
             single = run_python(directory)
         single["foreign"] = foreign.cores
+        if args.ours_only:
+            report_ours(results, single)
+            return
+        with Foreign() as foreign:
+            spark = run_spark(directory, args.runs)
+        spark["foreign"] = foreign.cores
 
     examples = results["example"]
     ours = sorted(examples, key=lambda r: r["seconds"])[len(examples) // 2]  # the median run
@@ -561,6 +676,7 @@ def main() -> None:
     compared = "ours each run, with the combiner, counting in the map; Spark; Counter"
     print(f"answers equal ({compared}): {equal} ({len(single['counts'])} words)")
     print(f"skewed corpus: answer equals Counter: {skew_equal}")
+    outliers(examples)
     print(f"ratio ours / Spark with session start: {ours['seconds'] / spark_total:.2f} (target <= 0.4)")
     print(f"ratio ours / Spark job only:           {ours['seconds'] / spark['job']:.2f} (target <= 0.6)")
     print(f"ratio ours / one Python process:       {ours['seconds'] / single['seconds']:.2f} (moonshot <= 3)")

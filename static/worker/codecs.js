@@ -411,6 +411,27 @@
     return false;
   }
 
+  // Adds a group's values (an array or a Same) after those merged already holds for its name
+  // (name -> an array or a Same): a reduce's input from several pieces. Counts of one value add up.
+  function mergeGroup(merged, name, values) {
+    const had = merged.get(name);
+    if (had === undefined) {
+      merged.set(name, values);
+    } else if (!Array.isArray(had) && !Array.isArray(values) && had.value === values.value) {
+      had.count += values.count;
+    } else {
+      const all = valuesOf(had);
+      if (Array.isArray(values)) {
+        for (let i = 0; i < values.length; i++) all.push(values[i]);
+      } else {
+        const from = all.length;
+        all.length = from + values.count;
+        all.fill(values.value, from);
+      }
+      if (all !== had) merged.set(name, all);
+    }
+  }
+
   // A value as JSON would keep it: a primitive, or JsonText for the rest.
   function plain(value) {
     switch (typeof value) {
@@ -584,7 +605,18 @@
         default: return this.fail(`unknown value kind ${this.tags[this.t - 1]}`);
       }
     }
-    // Calls fn(key, value) for each record, or fn(name, values) for each group.
+    // Whether the repeat at the cursor stands for all `count` values of its group (its checks are
+    // made again by the caller, which reads it).
+    repeatsAll(count) {
+      const v = this.v;
+      const n = this.varint();
+      this.v = v;
+      const value = this.tags[this.t + 1];
+      return n === count && value !== KIND.json && value !== KIND.repeat && value !== undefined;
+    }
+    // Calls fn(key, value) for each record, or fn(name, values) for each group: an array, or a Same
+    // for a group that is one repeat of one value (a word count's 1s), so that a reduce can add up
+    // counts instead of building arrays it would join.
     each(fn) {
       for (let i = 0; i < this.entries; i++) {
         if (this.layout === RECORDS) {
@@ -593,6 +625,14 @@
           const name = this.value();
           if (typeof name !== 'string') this.fail('a group key that is not a string');
           const count = this.varint();
+          if (count > 0 && this.tags[this.t] === KIND.repeat && this.repeatsAll(count)) {
+            this.t++;
+            this.varint();
+            const same = new Same(this.value());
+            same.count = count;
+            fn(name, same);
+            continue;
+          }
           const values = [];
           while (values.length < count) {
             if (this.tags[this.t] !== KIND.repeat) {
@@ -640,18 +680,20 @@
   }
 
   const shuffle = {
-    TYPE: SHUFFLE_TYPE, RECORDS, GROUPS, plain, plainSize, groupName, Same, valuesOf, addToGroup,
+    TYPE: SHUFFLE_TYPE, RECORDS, GROUPS, plain, plainSize, groupName, Same, valuesOf, addToGroup, mergeGroup,
     // A plain value as job code sees it.
     value: v => (v instanceof JsonText ? JSON.parse(v.text) : v),
     writer: layout => new ShuffleWriter(layout),
     // Shuffle data, gzipped or not (else JSON lines a run saved before the format existed).
     holds: bytes => (bytes[0] === 0x1f && bytes[1] === 0x8b) ||
       (bytes.length >= 4 && new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === SHUFFLE_MAGIC),
-    // Records ([key, value]) in order, or groups ([name, values]) in order.
-    decode(bytes) {
+    // Records ([key, value]) in order, or groups ([name, values]) in order; with {same: true} a
+    // group of one repeated value comes as a Same (value, count) instead of an array.
+    decode(bytes, {same = false} = {}) {
       const reader = new ShuffleReader(asBytes(bytes));
       const out = [];
-      reader.each((a, b) => out.push([a, b]));
+      const whole = same || reader.layout === RECORDS;
+      reader.each((a, b) => out.push([a, whole || Array.isArray(b) ? b : valuesOf(b)]));
       return {layout: reader.layout, entries: out};
     },
     // Records as JSON lines would give them, whatever the layout (a group's values in order).

@@ -417,7 +417,9 @@
     if (grouped) {
       // One link of the chain for them all: pieces cut later wait behind these, whatever the combiner takes.
       task.delivered = Promise.all([task.delivered, grouped]).then(async ([, found]) => {
-        for (const piece of found) await send(piece, await compressed(piece.bytes));
+        const packed = found.map(piece => compressed(piece.bytes));  // all at once, sent in order
+        packed.forEach(p => p.catch(() => {}));  // each is awaited in turn below
+        for (let i = 0; i < found.length; i++) await send(found[i], await packed[i]);
       });
       task.delivered.catch(fail);
     }
@@ -713,23 +715,30 @@
     }
   }
 
+  // Input i as bytes; a gzipped shuffle piece unpacked as soon as it is read, beside the others
+  // (the browser's DecompressionStream takes a few turns of the event loop even for a small piece).
+  async function readUnpacked(input, i, count, contentType) {
+    const bytes = await readInput(input, i, count);
+    const view = bytes instanceof Uint8Array ? bytes : ArrayBuffer.isView(bytes)
+      ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
+    return contentType === shuffle.TYPE ? decompressed(view) : view;
+  }
+
   // Each input decoded as soon as it is read and the ones before it are taken (in input order, the
   // order a reduce sees values in), then dropped: record(key, value) for each record, and
   // group(name, values) for each group of a shuffle piece that has them.
   async function readInputs(inputs, contentType, record, group) {
     const count = inputs.length;
-    const reads = inputs.map((input, i) => readInput(input, i, count));
+    const reads = inputs.map((input, i) => readUnpacked(input, i, count, contentType));
     reads.forEach(read => read.catch(() => {}));  // each is awaited in turn below
     for (let i = 0; i < count; i++) {
       try {
-        let bytes = await reads[i];
+        const bytes = await reads[i];
         reads[i] = null;
-        bytes = bytes instanceof Uint8Array ? bytes : ArrayBuffer.isView(bytes)
-          ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
         const legacy = contentType === shuffle.TYPE && !shuffle.holds(bytes);
         const type = legacy ? 'application/json' : contentType;
         if (type === shuffle.TYPE) {
-          const {layout, entries} = shuffle.decode(await decompressed(bytes));
+          const {layout, entries} = shuffle.decode(bytes, {same: Boolean(group)});
           for (const [a, b] of entries) {
             if (layout === shuffle.RECORDS) record(a, b);
             else if (group) group(a, b);
@@ -754,22 +763,21 @@
     return records;
   }
 
-  // keyToValues of a reduce stage: key string -> values, in upstream order.
+  // keyToValues of a reduce stage: key string -> values, in upstream order. Groups of one repeated
+  // value (a Same) are added up as counts while the pieces come in, and made arrays at the end.
   async function reduceInput(inputs, contentType) {
-    const groups = {};
-    const add = (name, values) => {
-      if (!hasOwn(groups, name)) {
-        Object.defineProperty(groups, name, {value: values, enumerable: true, writable: true, configurable: true});
-      } else {
-        const all = groups[name];
-        for (let i = 0; i < values.length; i++) all.push(values[i]);
-      }
-    };
+    const merged = new Map();
+    const add = (name, values) => shuffle.mergeGroup(merged, name, values);
     await readInputs(inputs, contentType, (key, value) => {
       const name = codecs.keyString(key);
-      if (hasOwn(groups, name)) groups[name].push(value);
+      const had = merged.get(name);
+      if (Array.isArray(had)) had.push(value);
       else add(name, [value]);
     }, add);
+    const groups = {};
+    for (const [name, values] of merged) {
+      Object.defineProperty(groups, name, {value: shuffle.valuesOf(values), enumerable: true, writable: true, configurable: true});
+    }
     return groups;
   }
 

@@ -62,6 +62,15 @@ def js():
           for (const [name, vs] of S.decode(unhex(h)).entries) (groups[name] ??= []).push(...vs);
           return JSON.stringify(Object.entries(groups));
         };
+        // What a reduce gets from several map tasks' pieces: each piece decoded with counts kept
+        // (S.decode's same) and merged in piece order, as the sandbox's reduceInput does.
+        var viaPieces = hexes => {
+          const merged = new Map();
+          for (const h of hexes) for (const [name, vs] of S.decode(unhex(h), {same: true}).entries) S.mergeGroup(merged, name, vs);
+          const groups = {};
+          for (const [name, vs] of merged) groups[name] = S.valuesOf(vs);
+          return JSON.stringify(Object.entries(groups));
+        };
         var recordsBack = h => JSON.stringify(peermrCodecs.decode(S.TYPE, unhex(h)));
         // What JSON lines give back: each [key, value] stringified, then parsed.
         var throughJson = recs => recs.map(r => JSON.parse(JSON.stringify(r)));
@@ -82,6 +91,18 @@ def test_a_reduce_gets_the_same_groups_as_through_json_lines(js, recs):
     recs = [list(r) for r in recs]
     data = js.call("grouped", recs)
     assert js.call("viaShuffle", data) == js.call("viaJson", recs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(records, min_size=1, max_size=4))
+@example([[("the", 1), ("the", 1), ("a", 2)], [("the", 1), ("a", 2), ("a", 3)], [("the", "1"), ("the", "1")]])
+@example([[("k", None)] * 3, [("k", None)] * 2, [("k", 1)], [("k", None)]])
+def test_a_reduce_merging_pieces_gets_what_json_lines_give(js, pieces):
+    """Pieces from several map tasks, their repeated values added up as counts, give every key's
+    values in the order JSON lines of all the pieces, one after the other, would."""
+    pieces = [[list(r) for r in piece] for piece in pieces]
+    data = [js.call("grouped", piece) for piece in pieces]
+    assert js.call("viaPieces", data) == js.call("viaJson", [r for piece in pieces for r in piece])
 
 
 @settings(max_examples=150, deadline=None)
