@@ -237,6 +237,60 @@ def with_combiner(script: str) -> str:
     )
 
 
+def _cpu_of(path: str) -> tuple[str, float]:
+    """(command name, CPU seconds) of a /proc/<pid> or /proc/<pid>/task/<tid> entry."""
+    head, tail = Path(f"{path}/stat").read_text().rsplit(")", 1)
+    fields = tail.split()
+    return head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _kind(pid: int, appliance_pid: int) -> str:
+    if pid == os.getpid():
+        return "bench (corpus server, client)"
+    if pid == appliance_pid:
+        return "appliance"
+    command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    if RENDERER.encode() in command:
+        return "tabs"
+    return "Chromium's other processes" if b"chrom" in command else "other"
+
+
+class CpuBySide:
+    """CPU seconds the run took from each side (tabs, Chromium's other processes, the appliance, this
+    bench), and within the tabs from each kind of thread; threads that ended meanwhile (a run's Web
+    Workers) are what the tabs used beyond their live threads."""
+
+    def __init__(self, appliance_pid: int):
+        self.appliance_pid = appliance_pid
+
+    def sample(self) -> dict:
+        processes_, threads = {}, {}
+        for pid in descendants(processes(), os.getpid()):
+            try:
+                kind = _kind(pid, self.appliance_pid)
+                processes_[pid] = (kind, _cpu_of(f"/proc/{pid}")[1])
+                if kind == "tabs":
+                    for tid in os.listdir(f"/proc/{pid}/task"):
+                        threads[(pid, int(tid))] = _cpu_of(f"/proc/{pid}/task/{tid}")
+            except OSError:
+                continue
+        return {"processes": processes_, "threads": threads}
+
+    def __enter__(self) -> CpuBySide:
+        self.before = self.sample()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        after = self.sample()
+        self.sides: Counter = Counter()
+        for pid, (kind, cpu) in after["processes"].items():
+            self.sides[kind] += cpu - self.before["processes"].get(pid, (kind, 0.0))[1]
+        self.threads: Counter = Counter()
+        for key, (name, cpu) in after["threads"].items():
+            self.threads[name] += cpu - self.before["threads"].get(key, (name, 0.0))[1]
+        self.threads["threads that ended (task workers)"] = self.sides["tabs"] - sum(self.threads.values())
+
+
 class PeakMemory:
     """The largest resident set of a Chromium renderer process (a worker tab, its Web Workers with it)
     started by this bench, sampled every 50 ms while the block runs."""
@@ -278,8 +332,16 @@ def timed_run(api: httpx.Client, name: str, script: str) -> dict:
     run = api.post(f"/jobs/{job.json()['id']}/runs", json={})
     run.raise_for_status()
     run_id = run.json()["id"]
-    while (run := api.get(f"/runs/{run_id}").json())["state"] in ("queued", "running"):
-        time.sleep(0.01)  # Spark's collect() returns when the job ends: poll closely
+    # Answered at the run's end (a long poll), as Spark's collect() returns when its job ends; an
+    # appliance from before `wait` (--against an older REV) is polled every 30 ms instead (under its
+    # rate limit of 3,000 API requests a minute).
+    while True:
+        answer = api.get(f"/runs/{run_id}", params={"wait": 60})
+        run = (answer if answer.status_code == 200 else api.get(f"/runs/{run_id}")).json()
+        if run["state"] not in ("queued", "running"):
+            break
+        if answer.status_code != 200:
+            time.sleep(0.03)
     if run["state"] != "succeeded":
         raise RuntimeError(f"run {run_id} {run['state']}: {run['reason']}")
     output = api.get(f"/runs/{run_id}/output")
@@ -318,9 +380,10 @@ def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> d
             pages = open_tabs(browser, appliance, token)
             time.sleep(2)  # the connectivity probes of the new tabs are over
             for name, script in plan:
-                with Foreign() as foreign, PeakMemory() as memory:
+                with Foreign() as foreign, PeakMemory() as memory, CpuBySide(appliance.proc.pid) as cpu:
                     result = timed_run(api, f"wordcount-{name}", script)
                 result["foreign"], result["peak_memory"] = foreign.cores, memory.peak
+                result["cpu"] = cpu
                 results.setdefault(name, []).append(result)
             frames = [page.evaluate("window.__benchFrames") for page in pages]
             browser.close()
@@ -517,6 +580,10 @@ def describe(result: dict) -> None:
         sandbox = ", ".join(f"{c / 1000:.2f}" for *_, c, _, _ in rows)
         out = sum(r[7] for r in rows) / 1e6
         print(f"  {label} tasks: wall per rank {spans} s; inside the sandbox {sandbox} s; output {out:.1f} MB")
+    if "cpu" in result:
+        sides, threads = result["cpu"].sides, result["cpu"].threads
+        print(f"  CPU seconds: {', '.join(f'{kind} {sec:.2f}' for kind, sec in sides.most_common())}")
+        print(f"  of the tabs: {', '.join(f'{name} {sec:.2f}' for name, sec in threads.most_common(6))}")
     if "frames" not in result:
         return
     print("  per worker tab (its socket's messages, page clock, from the first map task-assign):")

@@ -106,9 +106,13 @@ async def list_runs(request: Request, job: FromQuery[int | None] = None) -> list
     opt=access(COORDINATOR),
     tags=TAGS,
     summary="A run: state, reason, queue position and progress per group and stage",
+    description=(
+        "wait=<seconds> (at most 60): a queued or running run is answered once it ended or when the wait is "
+        "over, whichever comes first, so a client sees the end at once without polling."
+    ),
 )
-async def get_run(request: Request, run_id: FromPath[int]) -> RunInfo:
-    return await service.get_run(Actor.of(request.user), run_id, coordinator_of(request))
+async def get_run(request: Request, run_id: FromPath[int], wait: FromQuery[float] = 0) -> RunInfo:
+    return await service.get_run(Actor.of(request.user), run_id, coordinator_of(request), wait)
 
 
 @post("/api/v1/runs/{run_id:int}/cancel", opt=access(COORDINATOR), tags=TAGS, summary="Cancel a queued or running run")

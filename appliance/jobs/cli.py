@@ -87,12 +87,14 @@ def _wait(api: Api, run_id: int) -> dict:
     bar = Bar()
     try:
         while True:
-            run = api.request("GET", f"/runs/{run_id}").json()
+            # A long poll: the answer comes at the run's end, or after POLL_SECONDS to move the bar.
+            asked = time.monotonic()
+            run = api.request("GET", f"/runs/{run_id}", params={"wait": POLL_SECONDS}).json()
             text, fraction = _progress_line(run)
             bar.show(text, fraction)
             if run["state"] not in ("queued", "running"):
                 return run
-            time.sleep(POLL_SECONDS)
+            time.sleep(max(0.0, POLL_SECONDS - (time.monotonic() - asked)))  # an appliance without `wait`
     finally:
         bar.end()
 

@@ -220,6 +220,7 @@ class Coordinator:
         self.queue: list[Queued] = []
         self.active: dict[int, Active] = {}
         self.wake = asyncio.Event()
+        self._ends: dict[int, asyncio.Event] = {}  # run id -> set once its end is committed (ended_or_after)
         self.task: asyncio.Task | None = None
         self.background = BackgroundTasks("coordinator")
         self._spawn = self.background.spawn
@@ -361,6 +362,11 @@ class Coordinator:
             await self.checkpoint()
 
     # ------------------------------------------------------------ what the routes call
+
+    def end_of(self, run_id: int) -> asyncio.Event:
+        """Set once the run's end is in the database: a client waits on it instead of polling (take it
+        before reading the run's state, so an end between the two is not missed)."""
+        return self._ends.setdefault(run_id, asyncio.Event())
 
     def enqueue(self, run_id: int, owner_id: int, spec: JobSpec, queued_at: dt.datetime | None = None) -> None:
         self.queue.append(Queued(run_id, owner_id, spec, queued_at or now()))
@@ -1426,3 +1432,5 @@ class Coordinator:
                 await RunTask.raw(_TASK_INSERT + ", ".join([_TASK_ROW] * len(chunk)), *itertools.chain(*chunk))
             for start in range(0, len(outputs), 500):
                 await RunOutput.insert(*outputs[start : start + 500])
+        if (ended := self._ends.pop(run_id, None)) is not None:
+            ended.set()

@@ -6,6 +6,8 @@ coordinator who saved it; runs belong to whoever started them. Admins see everyo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import random
 from collections.abc import AsyncIterator
@@ -28,6 +30,7 @@ from appliance.jobs.tables import Job, Run, RunLog, RunOutput, RunTask
 from appliance.pmrfs.blobstore import BlobStore
 
 MAX_NAME = 200
+MAX_RUN_WAIT = 60  # seconds a GET of a run may hold its answer (under the usual proxy idle timeouts)
 # Run metadata a run may override (the run dialog, or the API's POST /jobs/{id}/runs body).
 OVERRIDABLE = {
     "workerCount",
@@ -275,8 +278,19 @@ def _run_info(row: dict, emails: dict[int, str], coordinator: Coordinator) -> Ru
     )
 
 
-async def get_run(actor: Actor, run_id: int, coordinator: Coordinator) -> RunInfo:
+async def get_run(actor: Actor, run_id: int, coordinator: Coordinator, wait: float = 0) -> RunInfo:
+    """The run; with `wait` (seconds, at most MAX_RUN_WAIT) a queued or running run is returned once it
+    ended or when the wait is over, whichever comes first (a long poll)."""
+    if not 0 <= wait <= MAX_RUN_WAIT:
+        raise InvalidRequest(f"wait must be between 0 and {MAX_RUN_WAIT} seconds")
     row = await run_row(actor, run_id)
+    if wait and row["state"] in ("queued", "running"):
+        ended = coordinator.end_of(run_id)
+        row = await run_row(actor, run_id)  # it may have ended before the event was taken
+        if row["state"] in ("queued", "running"):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), wait)
+            row = await run_row(actor, run_id)
     return _run_info(row, await users.emails([row["owner"]]), coordinator)
 
 

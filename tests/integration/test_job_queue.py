@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import time
 
 import pytest
 
@@ -92,6 +93,47 @@ async def test_a_head_that_could_run_keeps_its_workers_for_itself(appliance, peo
         carol.http.post(f"/runs/{head['id']}/cancel")
         assert (await carol.wait(behind["id"], states=("running",)))["state"] == "running"
         carol.http.post(f"/runs/{behind['id']}/cancel")
+    finally:
+        for w in workers:
+            await w.close()
+
+
+async def test_a_client_waiting_on_a_run_hears_of_its_end_at_once(appliance, people, carol, dave):
+    """GET /runs/{id}?wait=S, a long poll: answered as the run ends (not S seconds later), after S
+    while it goes on, at once when it already ended; a wait out of range is refused with why, and
+    nobody waits on a run they may not see."""
+    workers = await start_workers(appliance.url, cookie_of(people["carol"]), 1, on_task=hold)
+    canceller = Api(appliance, token_for(appliance, "carol@example.com"))  # a second client of hers
+    try:
+        run = carol.run(carol.job(job_script(workers=1)))
+        path = f"/runs/{run['id']}"
+        assert (await carol.wait(run["id"], states=("running",)))["state"] == "running"
+        asked = time.monotonic()
+        still = await asyncio.to_thread(carol.http.get, path, params={"wait": 1.5})
+        assert still.json()["state"] == "running"
+        assert time.monotonic() - asked >= 1.4
+
+        async def cancel_soon() -> None:
+            await asyncio.sleep(1)
+            await asyncio.to_thread(canceller.http.post, f"{path}/cancel")
+
+        cancelling = asyncio.create_task(cancel_soon())
+        asked = time.monotonic()
+        ended = await asyncio.to_thread(carol.http.get, path, params={"wait": 45}, timeout=60)
+        await cancelling
+        assert ended.json()["state"] == "cancelled"
+        assert time.monotonic() - asked < 20  # the cancel, not the 45 s
+        asked = time.monotonic()
+        assert carol.http.get(path, params={"wait": 45}, timeout=60).json()["state"] == "cancelled"
+        assert time.monotonic() - asked < 5
+
+        for bad, why in (("-1", "wait must be between 0 and 60 seconds"), ("61", "between 0 and 60"), ("nan", "")):
+            refused = carol.http.get(path, params={"wait": bad})
+            assert refused.status_code == 400 and why in refused.text, refused.text
+        assert carol.http.get(path, params={"wait": "soon"}).status_code == 400
+        asked = time.monotonic()
+        assert dave.http.get(path, params={"wait": 30}).status_code == 404  # not his run: no wait either
+        assert time.monotonic() - asked < 5
     finally:
         for w in workers:
             await w.close()
