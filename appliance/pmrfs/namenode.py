@@ -13,6 +13,7 @@ re-replication loop needs (``replication_report``, ``private_owners``) and recor
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 APPLIANCE = "appliance"
 MAX_HOLDER_LENGTH = 64
+RESTORES_AT_ONCE = 4  # blobs restore_appliance_copies fetches from browsers at a time
 # Lists passed to SQL IN (...) are cut into pieces of this many values.
 CHUNK = 500
 
@@ -235,27 +237,35 @@ async def drop_appliance_replica(sha: str) -> None:
 
 
 async def restore_appliance_copies(store: BlobStore, shas: Iterable[str], live: LiveHolders) -> list[str]:
-    """Bring blobs back onto the appliance's disk from live browsers (after an object is pinned again).
+    """Bring blobs back onto the appliance's disk from live browsers (after an object is pinned again,
+    or a run's output is kept).
 
-    Uses ``live.fetch``; returns the blobs restored. Blobs it cannot fetch now are left as they are.
+    Uses ``live.fetch``, RESTORES_AT_ONCE blobs at a time (a run's output is one blob per rank, each
+    from another browser; the bytes of as many are in memory at once); returns the blobs restored.
+    Blobs it cannot fetch now are left as they are.
     """
-    restored = []
-    for sha in dict.fromkeys(shas):
-        if await has_appliance_replica(sha) and store.exists(sha):
-            continue
-        data = await live.fetch(sha) if live.fetch is not None else None
-        if data is None:
-            continue
-        try:
-            await store.put(data)
+    limit = asyncio.Semaphore(RESTORES_AT_ONCE)
+
+    async def restore(sha: str) -> bool:
+        async with limit:
+            if await has_appliance_replica(sha) and store.exists(sha):
+                return False
+            data = await live.fetch(sha) if live.fetch is not None else None
+            if data is None:
+                return False
             try:
-                await add_replica(sha, APPLIANCE)
-            except KeyError:
-                continue  # deleted meanwhile; garbage collection takes the file
-        finally:
-            store.release(sha)
-        restored.append(sha)
-    return restored
+                await store.put(data)
+                try:
+                    await add_replica(sha, APPLIANCE)
+                except KeyError:
+                    return False  # deleted meanwhile; garbage collection takes the file
+            finally:
+                store.release(sha)
+            return True
+
+    wanted = list(dict.fromkeys(shas))
+    done = await asyncio.gather(*(restore(sha) for sha in wanted))
+    return [sha for sha, restored in zip(wanted, done, strict=True) if restored]
 
 
 async def collect_garbage(store: BlobStore) -> list[str]:
