@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgspec
 from litestar import Request, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath
+from litestar.params import FromPath, JSONBody
 from litestar.response import Redirect, Response, Template
 
 from appliance.accounts import api_tokens, credentials, enrolment, sessions, signin
@@ -66,7 +66,9 @@ class WorkerSessionRequest(msgspec.Struct):
 
 
 @post("/worker/session", opt=access(PUBLIC), include_in_schema=False)
-async def worker_session(request: Request, data: WorkerSessionRequest, settings: NamedDependency[Settings]) -> Response:
+async def worker_session(
+    request: Request, data: JSONBody[WorkerSessionRequest], settings: NamedDependency[Settings]
+) -> Response:
     token = data.token.strip()
     # The prefix the token pages show, and only of our tokens: something else pasted here may be a secret.
     ours = token.startswith((credentials.API_TOKEN_PREFIX, credentials.ENROLMENT_TOKEN_PREFIX))

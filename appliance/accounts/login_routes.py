@@ -9,6 +9,7 @@ from litestar import Request, get, post
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
+from litestar.params import FromQuery
 from litestar.response import Redirect, Response, Template
 
 from appliance.accounts import sessions, signin, sso, throttle, users
@@ -46,7 +47,9 @@ def login_form(
 
 
 @get("/login", opt=access(PUBLIC), include_in_schema=False)
-async def login_page(request: Request, settings: NamedDependency[Settings], next: str = "") -> Template | Redirect:
+async def login_page(
+    request: Request, settings: NamedDependency[Settings], next: FromQuery[str] = ""
+) -> Template | Redirect:
     if request.user is not None and request.user.via == sessions.DASHBOARD:
         return Redirect(path=safe_next(next), status_code=303)
     return login_form(request, settings, next=safe_next(next) if next else "")
@@ -91,7 +94,7 @@ def _oidc(request: Request) -> sso.OidcClient:
 
 
 @get("/login/sso", opt=access(PUBLIC), include_in_schema=False)
-async def sso_start(request: Request, settings: NamedDependency[Settings], next: str = "") -> Response:
+async def sso_start(request: Request, settings: NamedDependency[Settings], next: FromQuery[str] = "") -> Response:
     """Send the browser to the identity provider, remembering (in a signed cookie) how to come back."""
     next_path = safe_next(next) if next else ""
     try:
