@@ -66,7 +66,9 @@ def js():
         // (S.decode's same) and merged in piece order, as the sandbox's reduceInput does.
         var viaPieces = hexes => {
           const merged = new Map();
-          for (const h of hexes) for (const [name, vs] of S.decode(unhex(h), {same: true}).entries) S.mergeGroup(merged, name, vs);
+          for (const h of hexes) {
+            for (const [name, vs] of S.decode(unhex(h), {same: true}).entries) S.mergeGroup(merged, name, vs);
+          }
           const groups = {};
           for (const [name, vs] of merged) groups[name] = S.valuesOf(vs);
           return JSON.stringify(Object.entries(groups));
