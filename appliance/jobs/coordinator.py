@@ -339,6 +339,11 @@ class Coordinator:
         """Before a stop: start nothing more, give running tasks up to ``timeout`` seconds to finish,
         and write every run's progress, so the next start continues the runs."""
         self.draining = True
+        # Clients waiting on a run are answered now (it is still running), or they would hold up
+        # the server's stop, which waits for open requests, for as long as their wait.
+        for ended in self._ends.values():
+            ended.set()
+        self._ends.clear()
         deadline = time.monotonic() + timeout
         log.info("stopping: no new tasks; waiting up to %s s for the running ones", timeout)
         # A run whose last task finished is storing its end: that finishes too.
@@ -364,8 +369,13 @@ class Coordinator:
     # ------------------------------------------------------------ what the routes call
 
     def end_of(self, run_id: int) -> asyncio.Event:
-        """Set once the run's end is in the database: a client waits on it instead of polling (take it
-        before reading the run's state, so an end between the two is not missed)."""
+        """Set once the run's end is in the database (or at once while the appliance stops): a client
+        waits on it instead of polling (take it before reading the run's state, so an end between the
+        two is not missed)."""
+        if self.draining:
+            stopping = asyncio.Event()
+            stopping.set()
+            return stopping
         return self._ends.setdefault(run_id, asyncio.Event())
 
     def enqueue(self, run_id: int, owner_id: int, spec: JobSpec, queued_at: dt.datetime | None = None) -> None:

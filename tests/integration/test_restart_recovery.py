@@ -201,10 +201,18 @@ async def test_sigterm_lets_running_tasks_finish_exits_0_and_the_run_continues_a
             await fleet.connect(cookie, name)
         run_id = api.run(api.job(job_script(workers=2)))["id"]
         await until(lambda: sum(k == "map" for w in fleet.workers.values() for k in kinds(w)) == 2)
+        # A client waiting on the run (a long poll of up to 60 s) does not hold up the stop: it is
+        # answered, with the run still running, as the appliance drains.
+        waiting = asyncio.create_task(
+            asyncio.to_thread(api.http.get, f"/runs/{run_id}", params={"wait": 60}, timeout=90)
+        )
+        await asyncio.sleep(0.5)
         stopping = time.monotonic()
         await asyncio.to_thread(appliance.stop)  # SIGTERM while both maps run; the workers go on meanwhile
         assert appliance.proc.returncode == 0
         assert time.monotonic() - stopping < 15  # the shutdown grace
+        answer = await waiting
+        assert answer.status_code == 200 and answer.json()["state"] == "running", answer.text
         # The maps finished during the stop; no reduce was started.
         assert all(len(w.blobs) == 2 for w in fleet.workers.values())
         assert not any("reduce" in kinds(w) for w in fleet.workers.values())
