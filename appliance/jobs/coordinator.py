@@ -220,7 +220,7 @@ class Coordinator:
         self.queue: list[Queued] = []
         self.active: dict[int, Active] = {}
         self.wake = asyncio.Event()
-        self._ends: dict[int, asyncio.Event] = {}  # run id -> set once its end is committed (ended_or_after)
+        self._ends: dict[int, asyncio.Event] = {}  # run id -> set once its end is stored (end_of)
         self.task: asyncio.Task | None = None
         self.background = BackgroundTasks("coordinator")
         self._spawn = self.background.spawn
