@@ -49,6 +49,7 @@
 
   const AUTO_FLUSH_BYTES = 32 * 1024 * 1024;
   const PROGRESS_MS = 250;
+  const UNPACK_AHEAD = 4;  // a reduce's input pieces unpacked at once (readInputs)
   const MAX_TEXT = 2000;
   const MAX_STACK = 8000;
   const MAX_LOG_LINES = 10000;
@@ -715,10 +716,9 @@
     }
   }
 
-  // Input i as bytes; a gzipped shuffle piece unpacked as soon as it is read, beside the others
-  // (the browser's DecompressionStream takes a few turns of the event loop even for a small piece).
-  async function readUnpacked(input, i, count, contentType) {
-    const bytes = await readInput(input, i, count);
+  // A read input as bytes; a gzipped shuffle piece unpacked.
+  async function unpacked(read, contentType) {
+    const bytes = await read;
     const view = bytes instanceof Uint8Array ? bytes : ArrayBuffer.isView(bytes)
       ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
     return contentType === shuffle.TYPE ? decompressed(view) : view;
@@ -726,15 +726,24 @@
 
   // Each input decoded as soon as it is read and the ones before it are taken (in input order, the
   // order a reduce sees values in), then dropped: record(key, value) for each record, and
-  // group(name, values) for each group of a shuffle piece that has them.
+  // group(name, values) for each group of a shuffle piece that has them. Up to UNPACK_AHEAD pieces
+  // are unpacked beside the one being decoded: the browser's DecompressionStream takes a few turns
+  // of the event loop even for a small piece, and unpacked pieces are what the memory bound counts.
   async function readInputs(inputs, contentType, record, group) {
     const count = inputs.length;
-    const reads = inputs.map((input, i) => readUnpacked(input, i, count, contentType));
+    const reads = inputs.map((input, i) => readInput(input, i, count));
     reads.forEach(read => read.catch(() => {}));  // each is awaited in turn below
+    const unpacking = [];
     for (let i = 0; i < count; i++) {
+      for (let j = i; j < Math.min(count, i + UNPACK_AHEAD); j++) {
+        if (unpacking[j] || reads[j] === null) continue;
+        unpacking[j] = unpacked(reads[j], contentType);
+        unpacking[j].catch(() => {});
+        reads[j] = null;
+      }
       try {
-        const bytes = await reads[i];
-        reads[i] = null;
+        const bytes = await unpacking[i];
+        unpacking[i] = null;
         const legacy = contentType === shuffle.TYPE && !shuffle.holds(bytes);
         const type = legacy ? 'application/json' : contentType;
         if (type === shuffle.TYPE) {
