@@ -605,15 +605,6 @@
         default: return this.fail(`unknown value kind ${this.tags[this.t - 1]}`);
       }
     }
-    // Whether the repeat at the cursor stands for all `count` values of its group (its checks are
-    // made again by the caller, which reads it).
-    repeatsAll(count) {
-      const v = this.v;
-      const n = this.varint();
-      this.v = v;
-      const value = this.tags[this.t + 1];
-      return n === count && value !== KIND.json && value !== KIND.repeat && value !== undefined;
-    }
     // Calls fn(key, value) for each record, or fn(name, values) for each group: an array, or a Same
     // for a group that is one repeat of one value (a word count's 1s), so that a reduce can add up
     // counts instead of building arrays it would join.
@@ -625,15 +616,7 @@
           const name = this.value();
           if (typeof name !== 'string') this.fail('a group key that is not a string');
           const count = this.varint();
-          if (count > 0 && this.tags[this.t] === KIND.repeat && this.repeatsAll(count)) {
-            this.t++;
-            this.varint();
-            const same = new Same(this.value());
-            same.count = count;
-            fn(name, same);
-            continue;
-          }
-          const values = [];
+          let values = [];
           while (values.length < count) {
             if (this.tags[this.t] !== KIND.repeat) {
               values.push(this.value());
@@ -644,6 +627,11 @@
             if (n > count - values.length) this.fail('a repeat past its group\'s count');
             const value = this.value();
             if (value !== null && typeof value === 'object') this.fail('a repeated value that is not a string, number, boolean or null');
+            if (n === count) {  // the whole group
+              values = new Same(value);
+              values.count = count;
+              break;
+            }
             values.length += n;
             values.fill(value, values.length - n);
           }

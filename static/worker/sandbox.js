@@ -736,7 +736,7 @@
     const unpacking = [];
     for (let i = 0; i < count; i++) {
       for (let j = i; j < Math.min(count, i + UNPACK_AHEAD); j++) {
-        if (unpacking[j] || reads[j] === null) continue;
+        if (reads[j] === null) continue;  // unpacking (or decoded) already
         unpacking[j] = unpacked(reads[j], contentType);
         unpacking[j].catch(() => {});
         reads[j] = null;
