@@ -332,16 +332,15 @@ def timed_run(api: httpx.Client, name: str, script: str) -> dict:
     run = api.post(f"/jobs/{job.json()['id']}/runs", json={})
     run.raise_for_status()
     run_id = run.json()["id"]
-    # Answered at the run's end (a long poll), as Spark's collect() returns when its job ends; an
-    # appliance from before `wait` (--against an older REV) is polled every 30 ms instead (under its
-    # rate limit of 3,000 API requests a minute).
+    # Answered at the run's end (a long poll), as Spark's collect() returns when its job ends. An
+    # appliance from before `wait` (--against an older REV) answers at once: it is asked every 30 ms
+    # (under its rate limit of 3,000 API requests a minute).
     while True:
-        answer = api.get(f"/runs/{run_id}", params={"wait": 60})
-        run = (answer if answer.status_code == 200 else api.get(f"/runs/{run_id}")).json()
+        asked = time.perf_counter()
+        run = api.get(f"/runs/{run_id}", params={"wait": 60}).json()
         if run["state"] not in ("queued", "running"):
             break
-        if answer.status_code != 200:
-            time.sleep(0.03)
+        time.sleep(max(0.0, 0.03 - (time.perf_counter() - asked)))
     if run["state"] != "succeeded":
         raise RuntimeError(f"run {run_id} {run['state']}: {run['reason']}")
     output = api.get(f"/runs/{run_id}/output")
@@ -353,6 +352,26 @@ def timed_run(api: httpx.Client, name: str, script: str) -> dict:
     return {"seconds": seconds, "counts": counts, "run": run, "epoch_started": epoch_started, "logs": logs}
 
 
+def appliance_env(server: CorpusServer) -> dict[str, str]:
+    # Replication factor 1: the objects a run keeps are not copied between the tabs during the next.
+    return {"PEERMR_FETCH_ORIGINS": server.origin, "PEERMR_LOG_LEVEL": "warning", "PEERMR_REPLICATION_FACTOR": "1"}
+
+
+def admin_token(appliance: Appliance) -> str:
+    return appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
+
+
+def api_client(appliance: Appliance, token: str) -> httpx.Client:
+    return httpx.Client(base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=600)
+
+
+def task_history(appliance: Appliance, run_id: int) -> list[tuple]:
+    return appliance.query(
+        "SELECT stage, rank, state, started_at, finished_at, cpu_ms, emits, bytes_out "
+        f"FROM jobs_task WHERE run = {run_id} ORDER BY stage, rank"
+    )
+
+
 def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> dict[str, list[dict]]:
     """The example as it is (`runs` times), with a combiner, with map-side counting, and on the
     skewed corpus; each run with its task history and its tabs' peak memory."""
@@ -361,9 +380,7 @@ def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> d
     server = CorpusServer(files)
     urls = [f"{server.origin}/corpus/part-{i:02d}.txt" for i in range(FILES)]
     skewed_urls = [f"{server.origin}/skewed/part-{i:02d}.txt" for i in range(FILES)]
-    # Replication factor 1: the objects a run keeps are not copied between the tabs during the next.
-    env = {"PEERMR_FETCH_ORIGINS": server.origin, "PEERMR_LOG_LEVEL": "warning", "PEERMR_REPLICATION_FACTOR": "1"}
-    appliance = Appliance(tmp / "data", env=env).start()
+    appliance = Appliance(tmp / "data", env=appliance_env(server)).start()
     plan = [("example", job_script(urls))] * runs + [
         ("combiner", with_combiner(job_script(urls))),
         ("counting", combining(job_script(urls))),
@@ -371,10 +388,8 @@ def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> d
     ]
     results: dict[str, list[dict]] = {}
     try:
-        token = appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
-        api = httpx.Client(
-            base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=600
-        )
+        token = admin_token(appliance)
+        api = api_client(appliance, token)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             pages = open_tabs(browser, appliance, token)
@@ -389,10 +404,7 @@ def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> d
             browser.close()
         for result in (r for rs in results.values() for r in rs):
             result["frames"] = frames
-            result["tasks"] = appliance.query(
-                "SELECT stage, rank, state, started_at, finished_at, cpu_ms, emits, bytes_out "
-                f"FROM jobs_task WHERE run = {result['run']['id']} ORDER BY stage, rank"
-            )
+            result["tasks"] = task_history(appliance, result["run"]["id"])
     finally:
         appliance.stop()
         server.shutdown()
@@ -423,7 +435,7 @@ def run_against(tmp: Path, texts: list[bytes], runs: int, base: str) -> None:
     subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
     server = CorpusServer({f"/corpus/part-{i:02d}.txt": t for i, t in enumerate(texts)})
     urls = [f"{server.origin}/corpus/part-{i:02d}.txt" for i in range(FILES)]
-    env = {"PEERMR_FETCH_ORIGINS": server.origin, "PEERMR_LOG_LEVEL": "warning", "PEERMR_REPLICATION_FACTOR": "1"}
+    env = appliance_env(server)
     # PYTHONSAFEPATH: `python -m` would otherwise put the working directory, this checkout, first.
     sides = {
         base: Appliance(tmp / "base-data", env=env | {"PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"}),
@@ -437,19 +449,14 @@ def run_against(tmp: Path, texts: list[bytes], runs: int, base: str) -> None:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
             apis = {}
             for name, appliance in sides.items():
-                token = appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
-                apis[name] = httpx.Client(
-                    base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=600
-                )
+                token = admin_token(appliance)
+                apis[name] = api_client(appliance, token)
                 open_tabs(browser, appliance, token)
             time.sleep(2)
             for _ in range(runs):
                 for name in sides:
                     result = timed_run(apis[name], "wordcount", job_script(urls))
-                    result["tasks"] = sides[name].query(
-                        "SELECT stage, rank, state, started_at, finished_at, cpu_ms, emits, bytes_out "
-                        f"FROM jobs_task WHERE run = {result['run']['id']} ORDER BY stage, rank"
-                    )
+                    result["tasks"] = task_history(sides[name], result["run"]["id"])
                     results[name].append(result)
             browser.close()
     finally:
