@@ -307,7 +307,10 @@
   function addToGroup(key, value) {
     const name = typeof key === 'string' ? key : shuffle.groupName(key);
     const v = typeof value === 'number' && (value | 0) === value ? value : shuffle.plain(value);
-    if (shuffle.addToGroup(task.groups, name, v)) task.buffered += name.length + 8;
+    if (shuffle.addToGroup(task.groups, name, v)) {
+      task.groupCount++;
+      task.buffered += name.length + 8;
+    }
     task.buffered += typeof v === 'number' ? 5 : shuffle.plainSize(v);
     task.emits++;
     if (task.buffered > AUTO_FLUSH_BYTES) flush();
@@ -355,7 +358,8 @@
   function cutGroups(groups) {
     const writers = new Map();
     const partitions = task.spec.workerCount;
-    for (const [name, values] of groups) {
+    for (const name in groups) {
+      const values = groups[name];
       const partition = codecs.partitionOf(name, partitions);
       let writer = writers.get(partition);
       if (!writer) writers.set(partition, writer = shuffle.writer(shuffle.GROUPS));
@@ -368,14 +372,9 @@
   // The stage's reduce function run on one flush's groups, as Hadoop's combiner: what it emits
   // replaces them. It runs with its own context, whose emits are taken until it first awaits.
   async function combine(groups) {
-    const combined = new Map();
+    const combined = shuffle.groups();
     const reduce = definition.stages[task.spec.stage + 1];
-    const keyToValues = {};
-    for (const [name, values] of groups) {
-      const plain = shuffle.valuesOf(values).map(shuffle.value);
-      Object.defineProperty(keyToValues, name, {value: plain, enumerable: true, writable: true, configurable: true});
-    }
-    groups.clear();
+    const keyToValues = shuffle.keyToValues(groups, values => shuffle.valuesOf(values).map(shuffle.value));
     const mapContext = scope.context;
     let open = true;
     scope.context = {
@@ -407,9 +406,10 @@
       if (encoder.records) pieces.push({partition, records: encoder.records, bytes: encoder.finish()});
     }
     let grouped = null;
-    if (task.groups.size) {
+    if (task.groupCount) {
       const groups = task.groups;
-      task.groups = new Map();
+      task.groups = shuffle.groups();
+      task.groupCount = 0;
       grouped = task.spec.combine ? combine(groups).then(cutGroups) : Promise.resolve(cutGroups(groups));
     }
     task.buffered = 0;
@@ -775,19 +775,15 @@
   // keyToValues of a reduce stage: key string -> values, in upstream order. Groups of one repeated
   // value (a Same) are added up as counts while the pieces come in, and made arrays at the end.
   async function reduceInput(inputs, contentType) {
-    const merged = new Map();
+    const merged = shuffle.groups();
     const add = (name, values) => shuffle.mergeGroup(merged, name, values);
     await readInputs(inputs, contentType, (key, value) => {
       const name = codecs.keyString(key);
-      const had = merged.get(name);
+      const had = merged[name];
       if (Array.isArray(had)) had.push(value);
       else add(name, [value]);
     }, add);
-    const groups = {};
-    for (const [name, values] of merged) {
-      Object.defineProperty(groups, name, {value: shuffle.valuesOf(values), enumerable: true, writable: true, configurable: true});
-    }
-    return groups;
+    return shuffle.keyToValues(merged);
   }
 
   // The input function's array, keyed by index, in workerCount contiguous chunks (the first len % W one longer).
@@ -830,7 +826,7 @@
     task = {
       spec, started: clock(), emits: 0, ticks: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
       // Output that feeds a reduce in the shuffle format is grouped by key as it is emitted.
-      grouping: spec.partitioning === 'hash' && spec.outputContentType === shuffle.TYPE, groups: new Map(),
+      grouping: spec.partitioning === 'hash' && spec.outputContentType === shuffle.TYPE, groups: shuffle.groups(), groupCount: 0,
       delivered: Promise.resolve(), completed: false, ended: false, finishing: null,
       lastProgress: -Infinity, progressTimer: null, sinceClock: 0, clockEvery: 1, clockAt: clock(), loopTimer: null,
     };

@@ -50,10 +50,10 @@ def js():
           return JSON.stringify(Object.entries(groups));
         };
         var grouped = recs => {
-          const groups = new Map();  // as a map task keeps its emits
+          const groups = S.groups();  // as a map task keeps its emits
           for (const [k, v] of recs) S.addToGroup(groups, S.groupName(k), S.plain(v));
           const w = S.writer(S.GROUPS);
-          for (const [name, vs] of groups) w.group(name, vs);
+          for (const name in groups) w.group(name, groups[name]);
           return hex(w.finish());
         };
         var inOrder = recs => hex(peermrCodecs.encode(S.TYPE, recs));
@@ -65,13 +65,11 @@ def js():
         // What a reduce gets from several map tasks' pieces: each piece decoded with counts kept
         // (S.decode's same) and merged in piece order, as the sandbox's reduceInput does.
         var viaPieces = hexes => {
-          const merged = new Map();
+          const merged = S.groups();
           for (const h of hexes) {
             for (const [name, vs] of S.decode(unhex(h), {same: true}).entries) S.mergeGroup(merged, name, vs);
           }
-          const groups = {};
-          for (const [name, vs] of merged) groups[name] = S.valuesOf(vs);
-          return JSON.stringify(Object.entries(groups));
+          return JSON.stringify(Object.entries(S.keyToValues(merged)));
         };
         var recordsBack = h => JSON.stringify(peermrCodecs.decode(S.TYPE, unhex(h)));
         // What JSON lines give back: each [key, value] stringified, then parsed.
@@ -107,6 +105,19 @@ def test_a_reduce_merging_pieces_gets_what_json_lines_give(js, pieces):
     assert js.call("viaPieces", data) == js.call("viaJson", [r for piece in pieces for r in piece])
 
 
+def in_object_order(names) -> list[str]:
+    """Names in the order a JavaScript object enumerates its keys: array indices (canonical
+    integers 0 to 2**32 - 2) ascending, then the others in the order they came."""
+
+    def index(name: str) -> int | None:
+        if name.isascii() and name.isdigit() and str(int(name)) == name and int(name) < 2**32 - 1:
+            return int(name)
+        return None
+
+    indices = sorted((i, name) for name in names if (i := index(name)) is not None)
+    return [name for _, name in indices] + [name for name in names if index(name) is None]
+
+
 @settings(max_examples=150, deadline=None)
 @given(records)
 def test_records_keep_their_order_and_meaning(js, recs):
@@ -124,11 +135,12 @@ def test_the_appliance_reads_what_the_browser_wrote(js, recs):
     assert codecs.decode(SHUFFLE, in_order) == through_json
     # Gzipped, as browsers send pieces that shrink.
     assert codecs.decode(SHUFFLE, gzip.compress(in_order)) == through_json
-    # Grouped: each key's records together, under the name a reduce sees.
+    # Grouped: each key's records together, under the name a reduce sees, the names in the order
+    # a reduce's keyToValues has them.
     by_name: dict[str, list] = {}
     for k, v in through_json:
         by_name.setdefault(key_string(k), []).append(v)
-    expected = [(name, v) for name, vs in by_name.items() for v in vs]
+    expected = [(name, v) for name in in_object_order(by_name) for v in by_name[name]]
     assert codecs.decode(SHUFFLE, bytes.fromhex(js.call("grouped", recs))) == expected
 
 
