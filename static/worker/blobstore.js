@@ -38,9 +38,13 @@ export class BlobStore {
   put(sha256, bytes) { return this.transaction('readwrite', s => request(s.put(new Blob([bytes]), sha256))); }
 
   async get(sha256) {
-    const value = await this.transaction('readonly', s => request(s.get(sha256)));
+    const value = await this.blob(sha256);
     return value instanceof Blob ? value.arrayBuffer() : value;
   }
+
+  // The stored Blob (an ArrayBuffer if an older page stored one), undefined if there is none: whoever
+  // reads its bytes reads them when it needs them, on its own thread (a sandbox's task inputs).
+  blob(sha256) { return this.transaction('readonly', s => request(s.get(sha256))); }
 
   delete(sha256) { return this.transaction('readwrite', s => request(s.delete(sha256))); }
   keys() { return this.transaction('readonly', s => request(s.getAllKeys())); }

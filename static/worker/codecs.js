@@ -690,11 +690,18 @@
     // Records ([key, value]) in order, or groups ([name, values]) in order; with {same: true} a
     // group of one repeated value comes as a Same (value, count) instead of an array.
     decode(bytes, {same = false} = {}) {
-      const reader = new ShuffleReader(asBytes(bytes));
       const out = [];
-      const whole = same || reader.layout === RECORDS;
-      reader.each((a, b) => out.push([a, whole || Array.isArray(b) ? b : valuesOf(b)]));
-      return {layout: reader.layout, entries: out};
+      const layout = shuffle.each(bytes, (key, value) => out.push([key, value]), (name, values) => out.push([name, values]), {same});
+      return {layout, entries: out};
+    },
+    // Calls record(key, value) for each record, or group(name, values) for each group (an array; with
+    // {same: true}, a Same for a group of one repeated value), as they are read; returns the layout.
+    // Damaged data throws, maybe after some calls.
+    each(bytes, record, group, {same = false} = {}) {
+      const reader = new ShuffleReader(asBytes(bytes));
+      if (reader.layout === RECORDS) reader.each(record);
+      else reader.each(same ? group : (name, values) => group(name, Array.isArray(values) ? values : valuesOf(values)));
+      return reader.layout;
     },
     // Records as JSON lines would give them, whatever the layout (a group's values in order).
     records(bytes) {

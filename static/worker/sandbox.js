@@ -730,6 +730,7 @@
   // are unpacked beside the one being decoded: the browser's DecompressionStream takes a few turns
   // of the event loop even for a small piece, and unpacked pieces are what the memory bound counts.
   async function readInputs(inputs, contentType, record, group) {
+    const eachRecord = (name, values) => { for (const value of values) record(name, value); };
     const count = inputs.length;
     const reads = inputs.map((input, i) => readInput(input, i, count));
     reads.forEach(read => read.catch(() => {}));  // each is awaited in turn below
@@ -747,12 +748,7 @@
         const legacy = contentType === shuffle.TYPE && !shuffle.holds(bytes);
         const type = legacy ? 'application/json' : contentType;
         if (type === shuffle.TYPE) {
-          const {layout, entries} = shuffle.decode(bytes, {same: Boolean(group)});
-          for (const [a, b] of entries) {
-            if (layout === shuffle.RECORDS) record(a, b);
-            else if (group) group(a, b);
-            else for (const value of b) record(a, value);
-          }
+          shuffle.each(bytes, record, group || eachRecord, {same: Boolean(group)});
           continue;
         }
         for (const [key, value] of codecs.decode(type, bytes)) record(key, value);

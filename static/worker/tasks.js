@@ -228,18 +228,14 @@ export class TaskRunner {
     this.tasks.set(task.id, task);
     if (this.tasks.size === 1) this.onBusy(true);
     try {
-      const inputs = [];
-      for (const input of spec.inputs || []) {
-        if (typeof input.url === 'string') {
-          inputs.push({url: input.url});
-          continue;
-        }
-        const bytes = await this.getStore().get(input.sha256);
-        if (!bytes) {
-          this.fail(task, `input ${input.sha256} is not in this browser's store`, '', {inputMissing: input.sha256});
-          return;
-        }
-        inputs.push(bytes);
+      // pmrfs inputs go to the sandbox as the store's Blobs, found all at once: it reads their bytes as it gets to them.
+      const store = this.getStore();
+      const specs = spec.inputs || [];
+      const inputs = await Promise.all(specs.map(input => (typeof input.url === 'string' ? {url: input.url} : store.blob(input.sha256))));
+      const missing = specs.find((input, i) => !inputs[i]);
+      if (missing) {
+        this.fail(task, `input ${missing.sha256} is not in this browser's store`, '', {inputMissing: missing.sha256});
+        return;
       }
       if (task.ended) return;  // cancelled meanwhile
       this.noteWarm(spec.warm);
