@@ -130,9 +130,10 @@ async def cancel_run(request: Request, run_id: FromPath[int]) -> RunInfo:
 async def run_output(request: Request, run_id: FromPath[int], group: FromQuery[str] = "A") -> Stream:
     actor = Actor.of(request.user)
     state = request.app.state
-    records = service.run_output(actor, run_id, group, state.store, await cloud_reader(actor, run_id, state.cloud_keys))
-    first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
-    return Stream(json_lines(first, records), media_type="application/x-ndjson")
+    read_cloud = await cloud_reader(actor, run_id, state.cloud_keys)
+    blobs = service.run_output_blobs(actor, run_id, group, state.store, read_cloud)
+    first = await anext(blobs, None)  # errors (not succeeded, no such group) before the 200
+    return Stream(json_lines(first, blobs), media_type="application/x-ndjson")
 
 
 @get(

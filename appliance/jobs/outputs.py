@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import msgspec
 
@@ -44,17 +44,56 @@ def _json_line(record) -> bytes:
 
 CHUNK_BYTES = 64 * 1024  # what a download sends at a time: one send per record costs more than the record
 
+_lines = msgspec.json.Decoder()
 
-async def json_lines(first, records: AsyncIterator) -> AsyncIterator[bytes]:
-    if first is None:
+
+def _as_written(data: bytes) -> bytes | None:
+    """JSON lines a browser wrote, as they are, when each line is a ``[key, value]`` array (then the
+    download keeps the browser's own text: JavaScript's forms of numbers, its escapes); else None.
+
+    Reading them with msgspec takes a tenth of the time decoding and writing each record takes.
+    Anything msgspec does not read as such (a lone surrogate's escape, NaN, a blank line, a line
+    that is not a pair) goes the slow way, which reads JavaScript's JSON exactly or says what is
+    wrong with the blob."""
+    if not data.endswith(b"\n"):
+        return None
+    try:
+        rows = _lines.decode_lines(data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    pairs = all(type(row) is list and len(row) == 2 for row in rows)
+    return data if pairs and len(rows) == data.count(b"\n") else None
+
+
+def _blob_lines(content_type: str, data: bytes) -> Iterator[bytes]:
+    written = _as_written(data) if content_type == codecs.JSON else None
+    if written is not None:
+        for at in range(0, len(written), CHUNK_BYTES):
+            yield written[at : at + CHUNK_BYTES]
         return
-    chunk = bytearray(_json_line(first))
-    async for record in records:
+    chunk = bytearray()
+    for record in codecs.decode(content_type, data):
         chunk += _json_line(record)
         if len(chunk) >= CHUNK_BYTES:
             yield bytes(chunk)
             chunk.clear()
-    yield bytes(chunk)
+    if chunk:
+        yield bytes(chunk)
+
+
+async def _each(first: tuple[str, bytes] | None, blobs: AsyncIterator[tuple[str, bytes]]):
+    """The output blobs (``service.run_output_blobs``), the first of them taken already."""
+    if first is None:
+        return
+    yield first
+    async for blob in blobs:
+        yield blob
+
+
+async def json_lines(first: tuple[str, bytes] | None, blobs: AsyncIterator[tuple[str, bytes]]) -> AsyncIterator[bytes]:
+    async for content_type, data in _each(first, blobs):
+        for chunk in _blob_lines(content_type, data):
+            yield chunk
 
 
 def _cell(value) -> str:
@@ -66,14 +105,13 @@ def _cell(value) -> str:
         return codecs.key_string(value)  # JSON text with lone surrogates escaped
 
 
-async def csv_rows(first, records: AsyncIterator) -> AsyncIterator[bytes]:
+async def csv_rows(first: tuple[str, bytes] | None, blobs: AsyncIterator[tuple[str, bytes]]) -> AsyncIterator[bytes]:
     """``key,value`` rows; a value that is not a string is written as its JSON text."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["key", "value"])
-    if first is not None:
-        writer.writerow([_cell(first[0]), _cell(first[1])])
-        async for key, value in records:
+    async for content_type, data in _each(first, blobs):
+        for key, value in codecs.decode(content_type, data):
             writer.writerow([_cell(key), _cell(value)])
             if buffer.tell() > CHUNK_BYTES:
                 yield codecs.utf8(buffer.getvalue())

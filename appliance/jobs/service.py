@@ -428,10 +428,10 @@ async def output_records(actor: Actor, run_id: int, group: str) -> int:
     return sum(r["records"] for r in rows)
 
 
-async def run_output(
+async def run_output_blobs(
     actor: Actor, run_id: int, group: str, store: BlobStore, read_cloud
-) -> AsyncIterator[tuple[object, object]]:
-    """The run's final ``[key, value]`` records of one group, rank by rank.
+) -> AsyncIterator[tuple[str, bytes]]:
+    """The run's final output blobs of one group, rank by rank, as ``(content type, bytes)``.
 
     ``read_cloud(key) -> bytes`` reads an object of the run owner's cloud bucket (s3 runs).
     """
@@ -451,7 +451,15 @@ async def run_output(
         data = await read_cloud(r["location"]) if cloud else await store.get(r["location"])
         if data is None:
             raise Unavailable(f"Output blob {r['location']} is missing on the appliance.")
-        for record in codecs.decode(r["content_type"], data):
+        yield r["content_type"], data
+
+
+async def run_output(
+    actor: Actor, run_id: int, group: str, store: BlobStore, read_cloud
+) -> AsyncIterator[tuple[object, object]]:
+    """The run's final ``[key, value]`` records of one group, rank by rank (see ``run_output_blobs``)."""
+    async for content_type, data in run_output_blobs(actor, run_id, group, store, read_cloud):
+        for record in codecs.decode(content_type, data):
             yield record
 
 

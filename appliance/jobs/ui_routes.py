@@ -520,16 +520,16 @@ async def _download_output(request: Request, run_id: int, group: str, settings: 
     run = await _run(request, run_id)
     state = request.app.state
     try:
-        records = service.run_output(
+        blobs = service.run_output_blobs(
             actor, run_id, group, state.store, await cloud_reader(actor, run_id, state.cloud_keys)
         )
-        first = await anext(records, None)  # errors (not succeeded, no such group) before the 200
+        first = await anext(blobs, None)  # errors (not succeeded, no such group) before the 200
     except NotFound:
         raise  # the 404 page
     except ServiceError as exc:
         return redirect(f"{RUNS}/{run.id}", str(exc), "error")
     return Stream(
-        encode(first, records),
+        encode(first, blobs),
         media_type=media,
         headers={"content-disposition": _attachment(f"run-{run.id}-{group}.{suffix}")},
     )
