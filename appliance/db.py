@@ -5,8 +5,8 @@ SQLite is tuned for a ledger that must survive a crash: WAL journal,
 concurrent writers wait instead of failing, and IMMEDIATE transactions so a
 transaction takes the write lock up front instead of failing half-way when it
 upgrades from reading to writing. The server keeps a few SQLite connections for
-queries outside transactions (Piccolo opens one per query: a thread and three
-statements, which was most of the cost of a small query).
+queries and transactions (Piccolo opens one for each: a thread and three
+statements, which was most of the cost of a small query or transaction).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from piccolo.apps.migrations.commands.forwards import ForwardsMigrationManager
 from piccolo.apps.migrations.tables import Migration
 from piccolo.engine.base import Engine
 from piccolo.engine.postgres import PostgresEngine
-from piccolo.engine.sqlite import SQLiteEngine, TransactionType
+from piccolo.engine.sqlite import SQLiteEngine, SQLiteTransaction, TransactionType
 
 from appliance.config import Settings
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("PICCOLO_CONF", "appliance.piccolo_conf")
 
 BUSY_TIMEOUT_MS = 10_000
-POOL_SIZE = 4  # idle SQLite connections kept for queries outside transactions
+POOL_SIZE = 4  # idle SQLite connections kept for queries and transactions
 APPS = [
     "appliance.accounts.piccolo_app",
     "appliance.turn.piccolo_app",
@@ -46,11 +46,43 @@ APPS = [
 ]
 
 
+class PooledTransaction(SQLiteTransaction):
+    """A transaction on one of the engine's kept connections, its own until the transaction ends."""
+
+    async def __aenter__(self) -> SQLiteTransaction:
+        if self._parent is not None:
+            return self._parent
+        self.connection = await self.engine.take_connection()
+        try:
+            await self.begin()
+        except BaseException:  # busy past the timeout, or cancelled: not kept
+            await asyncio.shield(self.connection.close())
+            raise
+        self.context = self.engine.current_transaction.set(self)
+        return self
+
+    async def __aexit__(self, exception_type, exception, traceback) -> bool:
+        if self._parent:
+            return exception is None
+        try:
+            if exception and not self._rolled_back:
+                await self.rollback()
+            elif not exception and not self._committed and not self._rolled_back:
+                await self.commit()
+        except BaseException:
+            await asyncio.shield(self.connection.close())  # mid-COMMIT or ROLLBACK: its state is unknown
+            raise
+        else:
+            await self.engine.give_back(self.connection)
+        finally:
+            self.engine.current_transaction.reset(self.context)
+        return exception is None
+
+
 class DurableSQLiteEngine(SQLiteEngine):
     """SQLiteEngine whose every connection applies the durability pragmas. Once its pool is started
     (the server's lifetime; one-off commands open a connection per query as Piccolo does), queries
-    outside a transaction run on kept connections, one query at a time each; transactions still
-    get their own connection."""
+    and transactions run on kept connections, each on its own while it lasts."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -64,10 +96,20 @@ class DurableSQLiteEngine(SQLiteEngine):
         for connection in idle:
             await connection.close()
 
+    async def take_connection(self):
+        """A kept connection, or a new one; ``give_back`` it when done with it, or close it."""
+        return self.idle.pop() if self.idle else await self.get_connection()
+
+    async def give_back(self, connection) -> None:
+        if self.idle is not None and len(self.idle) < POOL_SIZE:
+            self.idle.append(connection)
+        else:
+            await connection.close()
+
     async def _run_in_new_connection(self, query: str, args=None, query_type: str = "generic", table=None):
         if self.idle is None or (query_type == "insert" and self.get_version_sync() < 3.35):
             return await super()._run_in_new_connection(query, args, query_type, table)
-        connection = self.idle.pop() if self.idle else await self.get_connection()
+        connection = await self.take_connection()
         try:
             async with connection.execute(query, args or []) as cursor:
                 await connection.commit()
@@ -76,10 +118,7 @@ class DurableSQLiteEngine(SQLiteEngine):
             # Its state is unknown (an error mid-statement, a cancelled query): not kept.
             await asyncio.shield(connection.close())
             raise
-        if self.idle is not None and len(self.idle) < POOL_SIZE:
-            self.idle.append(connection)
-        else:
-            await connection.close()
+        await self.give_back(connection)
         return rows
 
     async def get_connection(self):
@@ -93,7 +132,9 @@ class DurableSQLiteEngine(SQLiteEngine):
         transaction_type: TransactionType = TransactionType.immediate,
         allow_nested: bool = True,
     ):
-        return super().transaction(transaction_type=transaction_type, allow_nested=allow_nested)
+        if self.idle is None:  # one-off commands: a connection of its own, as Piccolo does
+            return super().transaction(transaction_type=transaction_type, allow_nested=allow_nested)
+        return PooledTransaction(engine=self, transaction_type=transaction_type, allow_nested=allow_nested)
 
     def atomic(self, transaction_type: TransactionType = TransactionType.immediate):
         return super().atomic(transaction_type=transaction_type)
