@@ -291,9 +291,24 @@ class CpuBySide:
         self.threads["threads that ended (task workers)"] = self.sides["tabs"] - sum(self.threads.values())
 
 
+def renderers() -> set[int]:
+    """The Chromium renderer processes (a worker tab, its Web Workers with it) this bench started."""
+    found = set()
+    for pid in descendants(processes(), os.getpid()):
+        try:
+            if RENDERER in Path(f"/proc/{pid}/cmdline").read_text():
+                found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
 class PeakMemory:
-    """The largest resident set of a Chromium renderer process (a worker tab, its Web Workers with it)
-    started by this bench, sampled every 50 ms while the block runs."""
+    """The largest resident set of a Chromium renderer process started by this bench (of `only`,
+    when given), sampled every 50 ms while the block runs."""
+
+    def __init__(self, only: set[int] | None = None):
+        self.only = only
 
     def __enter__(self) -> PeakMemory:
         self.peak = 0
@@ -304,10 +319,8 @@ class PeakMemory:
 
     def _sample(self) -> None:
         while self.running:
-            for pid in descendants(processes(), os.getpid()):
+            for pid in renderers() if self.only is None else self.only:
                 try:
-                    if RENDERER not in Path(f"/proc/{pid}/cmdline").read_text():
-                        continue
                     rss = next(
                         line
                         for line in Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -447,16 +460,20 @@ def run_against(tmp: Path, texts: list[bytes], runs: int, base: str) -> None:
             appliance.start()
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            apis = {}
+            apis, tabs = {}, {}
             for name, appliance in sides.items():
                 token = admin_token(appliance)
                 apis[name] = api_client(appliance, token)
+                before = renderers()
                 open_tabs(browser, appliance, token)
+                tabs[name] = renderers() - before
             time.sleep(2)
             for _ in range(runs):
                 for name in sides:
-                    result = timed_run(apis[name], "wordcount", job_script(urls))
+                    with PeakMemory(tabs[name]) as memory:
+                        result = timed_run(apis[name], "wordcount", job_script(urls))
                     result["tasks"] = task_history(sides[name], result["run"]["id"])
+                    result["peak_memory"] = memory.peak
                     results[name].append(result)
             browser.close()
     finally:
@@ -470,7 +487,8 @@ def run_against(tmp: Path, texts: list[bytes], runs: int, base: str) -> None:
         assert all(r["counts"] == expected for r in done), f"{name}: a wrong answer"
         medians[name] = statistics.median(r["seconds"] for r in done)
         each = ", ".join(f"{r['seconds']:.2f}" for r in done)
-        print(f"  {name:16} {medians[name]:6.2f} s ({each})")
+        peak = statistics.median(r["peak_memory"] for r in done) / 2**20
+        print(f"  {name:16} {medians[name]:6.2f} s ({each}); a tab's peak memory, median {peak:.0f} MiB")
         rows = [phases(r) for r in done]
         for i, (label, _) in enumerate(rows[0]):
             print(f"      {label:56} {statistics.median(row[i][1] for row in rows):6.2f}")
