@@ -42,7 +42,7 @@ def js():
         // JSON text of what a reduce gets after JSON lines and after the shuffle format ({name: values}
         // in first-seen order), and the shuffle bytes.
         var viaJson = recs => {
-          const groups = {};
+          const groups = Object.create(null);  // a key "__proto__" is a key like any other
           for (const [k, v] of throughJson(recs)) {
             const name = peermrCodecs.keyString(k);
             (groups[name] ??= []).push(v);
@@ -58,7 +58,7 @@ def js():
         };
         var inOrder = recs => hex(peermrCodecs.encode(S.TYPE, recs));
         var viaShuffle = h => {
-          const groups = {};
+          const groups = Object.create(null);
           for (const [name, vs] of S.decode(unhex(h)).entries) (groups[name] ??= []).push(...vs);
           return JSON.stringify(Object.entries(groups));
         };
@@ -87,6 +87,7 @@ def js():
 @example([("a", 1), ("b", 2.5), ("a", {"x": [1, None]}), (7, "seven"), ("7", True), (None, "")])
 @example([("a", 1), ("a", 1), ("a", 1), ("a", 2), ("b", "s"), ("b", "s"), ("c", None), ("c", None), ("c", {})])
 @example([({"\\": 1}, 1), ({"\n": None}, 2)])
+@example([("__proto__", 1), ("toString", 2), ("3", 1), ("__proto__", 1), ("1", None)])
 def test_a_reduce_gets_the_same_groups_as_through_json_lines(js, recs):
     recs = [list(r) for r in recs]
     data = js.call("grouped", recs)
@@ -97,6 +98,7 @@ def test_a_reduce_gets_the_same_groups_as_through_json_lines(js, recs):
 @given(st.lists(records, min_size=1, max_size=4))
 @example([[("the", 1), ("the", 1), ("a", 2)], [("the", 1), ("a", 2), ("a", 3)], [("the", "1"), ("the", "1")]])
 @example([[("k", None)] * 3, [("k", None)] * 2, [("k", 1)], [("k", None)]])
+@example([[("__proto__", 1), ("constructor", 1), ("10", 1)], [("2", 1), ("__proto__", [1]), ("hasOwnProperty", 1)]])
 def test_a_reduce_merging_pieces_gets_what_json_lines_give(js, pieces):
     """Pieces from several map tasks, their repeated values added up as counts, give every key's
     values in the order JSON lines of all the pieces, one after the other, would."""
