@@ -31,6 +31,17 @@ def job(appliance, carol_token, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_reaches_the_cli():
+    """The CLI gets SIGINT as a terminal's Ctrl-C would give it, also where this suite itself runs
+    with SIGINT ignored (a background job of a non-interactive shell, nohup): a child inherits an
+    ignored signal, and Python then installs no KeyboardInterrupt handler. A handler here is reset to
+    the default in the child at exec."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def waiting_cli(appliance, carol_token, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PEERMR_SERVER": appliance.url, "PEERMR_TOKEN": carol_token}
     return subprocess.Popen(
