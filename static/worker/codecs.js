@@ -691,8 +691,8 @@
     // group of one repeated value comes as a Same (value, count) instead of an array.
     decode(bytes, {same = false} = {}) {
       const out = [];
-      const layout = shuffle.each(bytes, (key, value) => out.push([key, value]), (name, values) => out.push([name, values]), {same});
-      return {layout, entries: out};
+      const pair = (a, b) => out.push([a, b]);
+      return {layout: shuffle.each(bytes, pair, pair, {same}), entries: out};
     },
     // Calls record(key, value) for each record, or group(name, values) for each group (an array; with
     // {same: true}, a Same for a group of one repeated value), as they are read; returns the layout.
