@@ -1,8 +1,10 @@
 """Simulated workers: the worker WebSocket protocol spoken from Python, many per process.
 
 They say hello, answer pings, and run each assigned task with a handler (by default: a no-op
-task with no output). The scheduling, failure and restart tests and bench/sched_overhead.py use
-them where real browsers would be too slow or too many.
+task with no output). A streaming reduce goes to its handler once its input is complete, as a
+page runs the job function then, with every piece in producer order. The scheduling, failure
+and restart tests and bench/sched_overhead.py use them where real browsers would be too slow or
+too many.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class SimWorker:
         self.blobs: list[str] = list(blobs or [])  # what its hello says it holds (as a tab's IndexedDB would)
         self.held: list[str] = []  # the task ids its hello says it still has (a page whose connection dropped)
         self.ws: ClientConnection | None = None
-        self.tasks: list[dict] = []  # every task-assign received
+        self.tasks: list[dict] = []  # every task-assign received (a streaming one once its input is complete)
+        self.streaming: dict[str, dict] = {}  # task id -> a streaming task-assign still awaiting input
         self.messages: list[dict] = []  # everything else the appliance sent
         self.reader: asyncio.Task | None = None
         self.replies: dict[int, asyncio.Future] = {}
@@ -95,13 +98,34 @@ class SimWorker:
                 kind = message["type"]
                 if kind == "ping":
                     await self.send({"type": "pong", "id": message["id"]})
+                elif kind == "task-assign" and message.get("awaiting"):
+                    self.streaming[message["taskId"]] = message
+                elif kind == "task-input" and message["taskId"] in self.streaming:
+                    self.messages.append(message)
+                    self._fed(message)
                 elif kind == "task-assign":
-                    self.tasks.append(message)
-                    asyncio.create_task(self.on_task(self, message))
+                    self._run(message)
+                elif kind == "task-cancel" and self.streaming.pop(message["taskId"], None) is not None:
+                    self.messages.append(message)
                 elif kind == "blob-receive" and self.on_blob_receive is not None:
                     asyncio.create_task(self.on_blob_receive(self, message))
                 elif kind != "probe-offer":
                     self.messages.append(message)
+
+    def _run(self, task: dict) -> None:
+        self.tasks.append(task)
+        asyncio.create_task(self.on_task(self, task))
+
+    def _fed(self, message: dict) -> None:
+        task = self.streaming[message["taskId"]]
+        if message["producer"] not in task["awaiting"]:
+            raise RuntimeError(f"task-input of producer {message['producer']} not awaited: {message}")
+        task["awaiting"].remove(message["producer"])
+        task["inputs"] += [{**piece, "producer": message["producer"]} for piece in message["inputs"]]
+        if not task["awaiting"]:
+            del self.streaming[task["taskId"]]
+            task["inputs"].sort(key=lambda piece: piece["producer"])  # stable: a producer's pieces in order
+            self._run(task)
 
     async def close(self) -> None:
         if self.reader:

@@ -431,6 +431,18 @@ class TaskAssign(Base, tag="task-assign"):
     prepare_next: bool = False
     # A warm sandbox of this URL may load the run's script (same Content-Security-Policy), or "".
     warm: str = ""
+    # A reduce started before the maps it reads were all done: the ranks of those whose pieces are
+    # still to come in task-input messages (then ``inputs`` name each piece's ``producer`` rank).
+    awaiting: list[int] = msgspec.field(default_factory=list)
+
+
+class TaskInput(Base, tag="task-input"):
+    """The pieces of one more producer of a streaming reduce, now in the worker's store (in the
+    producer's order; none when it wrote nothing for this rank)."""
+
+    task_id: str
+    producer: int
+    inputs: list[dict]
 
 
 class TaskPrepare(Base, tag="task-prepare"):

@@ -150,6 +150,10 @@ class Active:
     # Copies of finished maps' partitions under way to the workers of the ranks that read them
     # (_prestage), by (blob, target worker): the reduce's own staging waits for them.
     prestaging: dict[tuple[str, str], asyncio.Task] = field(default_factory=dict)
+    # Streaming reduces (_stream): the attempts whose task-assign went out, and the (attempt,
+    # producer rank) whose pieces are on their way to them (_feed).
+    streams: set[str] = field(default_factory=set)
+    feeding: set[tuple[str, int]] = field(default_factory=set)
     # The write of its start (state running), which its first tasks do not wait for; its end does.
     start_stored: asyncio.Task | None = None
 
@@ -522,7 +526,19 @@ class Coordinator:
             task.worker_timeout, task.last_activity = message.seconds, time.monotonic()
         elif isinstance(message, p.TaskPutUrl):
             self._spawn(self._put_url(run, task, worker, message))
-        elif isinstance(message, p.TaskDone | p.TaskFailed) and task.state != "running":
+        elif isinstance(message, p.TaskDone) and run.execution.waiting_for_input(task):
+            self.logs.add(
+                run.run_id,
+                f"worker {worker.worker_id} reported {self._where(run, task)} done before all its input was sent",
+                level="warn",
+            )
+            TASK_FAILURES.labels("bad_result").inc()
+            self._send_away(run, worker.worker_id, task)
+        elif (
+            isinstance(message, p.TaskDone | p.TaskFailed)
+            and task.state != "running"
+            and not run.execution.waiting_for_input(task)
+        ):
             # A second report of an attempt that already ended (or one that never started): changes nothing.
             self.logs.add(run.run_id, f"worker {worker.worker_id} reported task {task.id} again; ignored", level="warn")
         elif isinstance(message, p.TaskDone):
@@ -702,6 +718,9 @@ class Coordinator:
         clock = time.monotonic()
         if run.recovering_until and not self._recovered(run, clock):
             return
+        for task_id, worker_id in execution.take_cancels():
+            if (worker := self.fleet.get(worker_id)) is not None:
+                self._spawn(worker.send(p.TaskCancel(task_id=task_id)))
         for worker_id, since in list(run.away.items()):
             if clock - since > self.settings.job_reconnect_grace_seconds:
                 del run.away[worker_id]
@@ -826,9 +845,10 @@ class Coordinator:
         self, run: Active, task: Task, avoid: set[str | None] = frozenset(), other_accounts: set = frozenset()
     ) -> Worker | None:
         """An eligible worker with nothing to do: one in no run first, then one of this run whose rank
-        has no task ready (it takes its own rank's next task once the race is over); one of an account
-        not in ``other_accounts`` first when there is such a worker."""
-        occupied = {t.worker_id for t in run.execution.active}
+        has no task ready (it takes its own rank's next task once the race is over), or whose reduce
+        waits for its input (the page runs both); one of an account not in ``other_accounts`` first
+        when there is such a worker."""
+        occupied = {t.worker_id for t in run.execution.active if not run.execution.waiting_for_input(t)}
         candidates = [
             w
             for w in self.fleet.workers.values()
@@ -939,6 +959,9 @@ class Coordinator:
         return any(task.worker_id not in o.holders for o in run.execution.inputs(task))
 
     async def _launch(self, run: Active, task: Task) -> None:
+        if run.execution.waiting_for_input(task):
+            await self._stream(run, task)
+            return
         attempt = task.attempt
         worker = self.fleet.get(task.worker_id or "")
         if worker is None:
@@ -958,19 +981,8 @@ class Coordinator:
             return
         if run.storage is None:
             error = await self._stage(run, worker, inputs) if self._missing_inputs(run, task) else None
-            if error is not None:
-                self.logs.add(
-                    run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn"
-                )
-                blamed = run.copy_failures.to_blame()
-                if run.copy_failures.limit_reached():
-                    await self._end(
-                        run, "failed", EndCause.TRANSFER_FAILED, f"inputs could not be moved between workers: {error}"
-                    )
-                    return
-                for culprit, why in blamed.items():
-                    running = next((t for t in run.execution.active if t.worker_id == culprit), None)
-                    self._take_off(run, culprit, why, running)
+            if error is not None and await self._copy_failed(run, worker, error):
+                return
             if task.attempt != attempt or task.state != "staging":
                 # Sent back meanwhile (its worker blamed or lost, an input computed again): it starts
                 # again later; a backup's helper is free.
@@ -995,8 +1007,29 @@ class Coordinator:
         run.execution.running(task)
         if not task.is_backup:
             run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
+        try:
+            await worker.send(self._assignment(run, task, described))
+        except Exception:
+            return  # the socket closed; worker_left reschedules the task
+
+    async def _copy_failed(self, run: Active, worker: Worker, error: str) -> bool:
+        """An input could not be copied to ``worker``: note it, take off the workers the run's failed
+        copies point at; True when there were too many and the run ended."""
+        self.logs.add(run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn")
+        blamed = run.copy_failures.to_blame()
+        if run.copy_failures.limit_reached():
+            await self._end(
+                run, "failed", EndCause.TRANSFER_FAILED, f"inputs could not be moved between workers: {error}"
+            )
+            return True
+        for culprit, why in blamed.items():
+            running = next((t for t in run.execution.active if t.worker_id == culprit), None)
+            self._take_off(run, culprit, why, running)
+        return False
+
+    def _assignment(self, run: Active, task: Task, described: list[dict], awaiting: list[int] = ()) -> p.TaskAssign:
         stage = task.stage
-        assign = p.TaskAssign(
+        return p.TaskAssign(
             task_id=task.id,
             run_id=run.run_id,
             script=run.script_url,
@@ -1019,11 +1052,85 @@ class Coordinator:
             seed=run.spec.seed or 0,
             staleness=run.spec.staleness or 0,
             epoch=run.epochs.get(task.group, 0),
+            awaiting=list(awaiting),
         )
+
+    # ------------------------------------------------------------ a streaming reduce
+
+    async def _stream(self, run: Active, task: Task) -> None:
+        """A reduce whose rank's map is done starts while other maps still run: its task-assign names
+        the pieces its worker holds now, and _feed sends each other producer's pieces once that
+        producer is done and they are copied, so the page decodes them while the shuffle goes on."""
+        execution = run.execution
+        worker = self.fleet.get(task.worker_id or "")
+        if worker is None:
+            return
+        described = []
+        for producer in execution.producers(task):
+            pieces = self._pieces(task, producer)
+            if producer.state == "done" and all(worker.worker_id in o.holders for o in pieces):
+                described += [{"sha256": o.location, "size": o.size, "producer": producer.rank} for o in pieces]
+                execution.fed(task, producer.rank)
+        if not task.awaiting:
+            execution.running(task)  # every map finished in the meantime
+        run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
         try:
-            await worker.send(assign)
+            await worker.send(self._assignment(run, task, described, sorted(task.awaiting)))
         except Exception:
             return  # the socket closed; worker_left reschedules the task
+        run.streams.add(task.id)
+        for producer in execution.producers(task):
+            if producer.state == "done":
+                self._spawn(self._feed(run, task, producer))
+
+    @staticmethod
+    def _pieces(task: Task, producer: Task) -> list[Output]:
+        return [o for o in producer.outputs if o.partition == task.rank]
+
+    def _feed_consumers(self, run: Active, producer: Task) -> None:
+        """A map is done: the streaming reduces waiting for it get its pieces."""
+        execution = run.execution
+        if execution.partitioning(producer.stage) != "hash":
+            return
+        for rank in range(execution.worker_count):
+            consumer = execution.task(producer.group, producer.stage + 1, rank)
+            if consumer.id in run.streams:
+                self._spawn(self._feed(run, consumer, producer))
+
+    async def _feed(self, run: Active, task: Task, producer: Task) -> None:
+        """Copy a done producer's pieces to a streaming reduce's worker (unless there already or on
+        their way, _prestage), then tell its page (task-input). A copy that fails sends the reduce
+        back to wait, as a failed copy before a task-assign would."""
+        key = (task.id, producer.rank)
+        worker = self.fleet.get(task.worker_id or "")
+        if key in run.feeding or worker is None or producer.rank not in task.awaiting:
+            return
+        execution, attempt, outputs = run.execution, task.attempt, producer.outputs
+        run.feeding.add(key)
+        try:
+            pieces = self._pieces(task, producer)
+            if self._forget_gone_holders(pieces):
+                again = execution.recompute_lost()  # the map runs again; its pieces come when it is done
+                self.logs.add(
+                    run.run_id, f"an input was lost with its worker; {len(again)} task(s) run again", level="warn"
+                )
+                self.wake.set()
+                return
+            error = await self._stage(run, worker, pieces)
+            if task.attempt != attempt or not execution.waiting_for_input(task) or producer.outputs is not outputs:
+                return  # sent back meanwhile, or the map ran again (its new pieces come when it is done)
+            if error is not None:
+                if not await self._copy_failed(run, worker, error) and task.attempt == attempt:
+                    execution.retry(task, TaskEvent.FAIL, error)
+                    self.wake.set()
+                return
+            if execution.fed(task, producer.rank):
+                execution.running(task)
+            described = [{"sha256": o.location, "size": o.size} for o in pieces]
+            with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
+                await worker.send(p.TaskInput(task_id=task.id, producer=producer.rank, inputs=described))
+        finally:
+            run.feeding.discard(key)
 
     def _prestage(self, run: Active, task: Task) -> None:
         """A task whose output feeds a reduce is done: copy each of its partitions now to the worker of
@@ -1129,6 +1236,7 @@ class Coordinator:
         stopped = execution.done(task, outputs, message.emits, message.cpu_ms)
         if primary.state == "done":
             self._prestage(run, primary)
+            self._feed_consumers(run, primary)
         for rejected in [a for a in execution.history[recorded:] if a.state == "rejected"]:
             self.logs.add(
                 run.run_id,

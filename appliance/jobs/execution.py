@@ -160,6 +160,11 @@ class Task:
     attempts: int = 1
     # Set on a backup attempt: the task it races (the task's own state lives there).
     primary: Task | None = None
+    # A reduce that started before all its producers were done (a streaming input): its task-assign
+    # went out with the pieces in place then, and it stays staging until the producers in
+    # ``awaiting`` (ranks whose pieces are still to be sent) are done and their pieces sent.
+    streaming: bool = False
+    awaiting: set[int] = field(default_factory=set)
 
     @property
     def id(self) -> str:
@@ -268,6 +273,13 @@ class RunExecution:
         # Workers a backup attempt outran in this run (a throttled or overloaded browser): their next
         # tasks get a backup at once instead of after the evidence of slowness, until one of them wins.
         self.outrun: set[str] = set()
+        # A reduce may start on its rank's worker once that rank's map is done, and take the other
+        # maps' pieces as they come (the shuffle overlaps the decoding). Not when attempts must agree
+        # (replicas need the whole input at once) nor with cloud storage (presigned URLs, no copies).
+        self.streams = not cloud and not self.validation
+        # (task id, worker id) of streaming attempts that ended while their page waits for input:
+        # the coordinator tells those pages to drop them (take_cancels).
+        self.cancels: list[tuple[str, str]] = []
 
     # ------------------------------------------------------------ shape
 
@@ -382,9 +394,33 @@ class RunExecution:
                 task = group.first_not_done(rank)
                 if task is None or task.state != "waiting":
                     continue
-                if self._inputs_complete(group, task):
+                if self._inputs_complete(group, task) or self._may_stream(task):
                     found.append(task)
         return found
+
+    def _may_stream(self, task: Task) -> bool:
+        """A reduce that may start before its producers are all done (it never talks to other ranks:
+        a collective would wait for ranks still mapping)."""
+        return (
+            self.streams
+            and task.stage > 0
+            and task.stage not in self.talking
+            and self.partitioning(task.stage - 1) == "hash"
+        )
+
+    def waiting_for_input(self, task: Task) -> bool:
+        """A streaming reduce whose page has its task but not all its input yet."""
+        return task.streaming and task.state == "staging"
+
+    def fed(self, task: Task, producer: int) -> bool:
+        """The pieces of ``producer`` (a rank of the stage before) were sent to the streaming task;
+        True when it has them all (then it runs)."""
+        task.awaiting.discard(producer)
+        return not task.awaiting
+
+    def take_cancels(self) -> list[tuple[str, str]]:
+        cancels, self.cancels = self.cancels, []
+        return cancels
 
     def _inputs_complete(self, group: Group, task: Task) -> bool:
         """Every producer done (as ``producers()`` would say, without building the list)."""
@@ -413,13 +449,28 @@ class RunExecution:
         task.outputs = []
         self.active.add(task)
         group = self.groups[task.group]
-        if task.stage not in group.stage_started:
-            group.stage_started[task.stage] = now
-            group.open_stages.add(task.stage)
+        if not self._inputs_complete(group, task):
+            task.streaming, task.awaiting = True, {p.rank for p in self.producers(task)}
+        else:
+            self._stage_started(group, task.stage, now)
+
+    @staticmethod
+    def _stage_started(group: Group, stage: int, now: float) -> None:
+        """The stage's timeout counts from its first task with its whole input (a streaming reduce
+        waiting for maps has not started its work)."""
+        if stage not in group.stage_started:
+            group.stage_started[stage] = now
+            group.open_stages.add(stage)
 
     def running(self, task: Task, now: float | None = None) -> None:
+        """Its inputs are in place (and its task-assign sent): a streaming task's wait for its input
+        counts as neither slowness nor inactivity."""
         self._move(task, TaskEvent.LAUNCH)
-        task.launched = task.progressed_at = time.monotonic() if now is None else now
+        now = time.monotonic() if now is None else now
+        task.launched = task.progressed_at = now
+        if task.streaming:
+            task.last_activity = now
+            self._stage_started(self.groups[task.group], task.stage, now)
 
     def done(
         self, task: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float | None = None
@@ -593,6 +644,8 @@ class RunExecution:
         if event in (TaskEvent.START, TaskEvent.LAUNCH, TaskEvent.FINISH, TaskEvent.SUPERSEDED):
             raise ValueError(f"{event} does not make a task run again")
         was = task.state
+        if self.waiting_for_input(task):
+            self.cancels.append((task.id, task.worker_id or ""))
         self._move(task, event)
         if (backup := self.backups.get(task)) is not None:
             self.drop_backup(backup, TaskEvent.CANCEL, "the attempt it backed up ended")
@@ -614,6 +667,7 @@ class RunExecution:
         task.worker_id = None
         task.outputs = []
         task.stalled = False
+        task.streaming, task.awaiting = False, set()
 
     def _record(self, task: Task, event: TaskEvent, error: str = "") -> None:
         self.history.append(
@@ -707,9 +761,14 @@ class RunExecution:
                     changed = True
         if rerun:
             # Attempts still copying their inputs (their task-assign not sent) start again once their
-            # producers are done again: launched now, they would run with part of their input.
+            # producers are done again: launched now, they would run with part of their input. A
+            # streaming reduce only when a producer whose pieces it was sent runs again (the others
+            # it waits for anyway).
             for attempt in [t for t in (*self.all_tasks(), *self.all_extra_attempts()) if t.state == "staging"]:
-                if any(p.state != "done" for p in self.producers(attempt)):
+                producers = self.producers(attempt)
+                if attempt.streaming:
+                    producers = [p for p in producers if p.rank not in attempt.awaiting]
+                if any(p.state != "done" for p in producers):
                     if attempt.is_backup:
                         self.drop_backup(attempt, TaskEvent.INPUT_LOST, "an input is computed again")
                     else:

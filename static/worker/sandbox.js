@@ -13,6 +13,7 @@
 // It runs one task at a time; a run that loads no scripts of its own has its tasks on a tab run in
 // the same sandbox, each with the globals as they were before the first (see "one task after another").
 //   page -> sandbox  {type: 'run', task, inputs: [Blob | ArrayBuffer | {url}]}, {type: 'put-url', id, url, key}
+//                    {type: 'input', taskId, producer, inputs: [Blob]} (a streaming reduce: task.awaiting)
 //   sandbox -> page  {type: 'ready', reusable} (loaded: the page may run the run's next tasks in it),
 //                    {type: 'log', level, text, at}, {type: 'progress', emits, bytes, ticks},
 //                    {type: 'worker-timeout', seconds}, {type: 'need-put-url', id, partition},
@@ -768,18 +769,64 @@
     return records;
   }
 
+  // Decodes inputs into groups (shuffle.groups()): the record and group functions of readInputs.
+  function into(groups, inputs, contentType) {
+    const add = (name, values) => shuffle.mergeGroup(groups, name, values);
+    return readInputs(inputs, contentType, (key, value) => {
+      const name = codecs.keyString(key);
+      const had = groups[name];
+      if (Array.isArray(had)) had.push(value);
+      else add(name, [value]);
+    }, add);
+  }
+
   // keyToValues of a reduce stage: key string -> values, in upstream order. Groups of one repeated
   // value (a Same) are added up as counts while the pieces come in, and made arrays at the end.
   async function reduceInput(inputs, contentType) {
     const merged = shuffle.groups();
-    const add = (name, values) => shuffle.mergeGroup(merged, name, values);
-    await readInputs(inputs, contentType, (key, value) => {
-      const name = codecs.keyString(key);
-      const had = merged[name];
-      if (Array.isArray(had)) had.push(value);
-      else add(name, [value]);
-    }, add);
+    await into(merged, inputs, contentType);
     return shuffle.keyToValues(merged);
+  }
+
+  // The input of a streaming reduce, which starts while maps still run: each map's pieces (those of
+  // the task-assign, then one 'input' message per map in task.awaiting) are decoded as they come,
+  // one map at a time. A map's pieces go straight into the merged groups when every map before it
+  // (in rank order) is merged; otherwise into groups of their own, merged once the maps before them
+  // are, so the values keep upstream order whatever order the maps finished in. Memory: the merged
+  // groups and those decoded ahead. {arrived(producer, inputs), result: Promise of keyToValues}
+  function streamedInput(spec, inputs) {
+    const count = spec.workerCount;
+    const merged = shuffle.groups();
+    const parts = new Array(count);  // rank -> its decoded groups until merged (merged: decoded into them)
+    let next = 0;  // the first rank not merged yet
+    let decoding = Promise.resolve();
+    let settle;
+    const result = new Promise((resolve, reject) => { settle = {resolve, reject}; });
+    result.catch(() => {});  // run() awaits it
+    const arrived = (producer, pieces) => {
+      if (!Number.isInteger(producer) || producer < 0 || producer >= count || parts[producer] !== undefined) return;
+      parts[producer] = null;  // taken: decoding
+      decoding = decoding.then(async () => {
+        const groups = producer === next ? merged : shuffle.groups();
+        try {
+          await into(groups, pieces, spec.inputContentType);
+        } catch (e) {
+          throw new Error(`the output of rank ${producer} of the stage before: ${e.message}`);
+        }
+        parts[producer] = groups;
+        for (; next < count && parts[next]; next++) {
+          const part = parts[next];
+          parts[next] = null;
+          if (part !== merged) for (const name in part) shuffle.mergeGroup(merged, name, part[name]);
+        }
+        if (next === count) settle.resolve(shuffle.keyToValues(merged));
+      }).catch(settle.reject);
+    };
+    const awaiting = new Set(spec.awaiting);
+    for (let rank = 0; rank < count; rank++) {
+      if (!awaiting.has(rank)) arrived(rank, inputs.filter((input, i) => spec.inputs[i].producer === rank));
+    }
+    return {arrived, result};
   }
 
   // The input function's array, keyed by index, in workerCount contiguous chunks (the first len % W one longer).
@@ -809,7 +856,9 @@
       const stage = definition.stages[spec.stage];
       if (typeof stage !== 'function') throw new Error(`this job has no stage ${spec.stage}`);
       if (spec.kind === 'map') await stage(await mapInput(inputs || [], spec.inputContentType));
-      else if (spec.kind === 'reduce') await stage(await reduceInput(inputs || [], spec.inputContentType));
+      else if (spec.kind === 'reduce') {
+        await stage(await (task.stream ? task.stream.result : reduceInput(inputs || [], spec.inputContentType)));
+      }
       else throw new Error(`unknown task kind: ${spec.kind}`);
     }
     await finish();
@@ -833,6 +882,7 @@
       receive: (rank, tag, during) => receivePeer(rank, tag, true, PEER_TIMEOUT_MS, during),
     });
     scope.context = ownedBy(task, makeContext(spec));
+    task.stream = spec.kind === 'reduce' && spec.awaiting?.length ? streamedInput(spec, inputs || []) : null;
     if (problem) fail(new Error(`this sandbox cannot give the task fresh globals: ${problem}`));
     else run(inputs).catch(fail);
   }
@@ -844,6 +894,8 @@
     const message = event.data;
     if (message?.type === 'run') {
       start(message.task, message.inputs);
+    } else if (message?.type === 'input' && task?.stream && !task.ended && message.taskId === task.spec.taskId) {
+      task.stream.arrived(message.producer, message.inputs);
     } else if (message?.type === 'load' && !sealed && typeof message.script === 'string') {
       originalImportScripts(message.script);  // a failure is the Worker's error, as a load's is
     } else if (REPLIES.has(message?.type)) {

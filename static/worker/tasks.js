@@ -2,10 +2,11 @@
 // (static/worker/sandbox.js, started from the run's sandbox script ahead of the task, or kept from
 // the run's last task here when the sandbox can give the next one fresh globals); this relays
 // between the sandbox and the appliance's WebSocket (docs/protocol.md).
-//   server -> page  task-prepare, task-assign, task-cancel, task-put-url-reply
+//   server -> page  task-prepare, task-assign, task-input, task-cancel, task-put-url-reply
 //   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
 // pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
-// SHA-256 before task-done names them. The sandbox's peer messages and parameter-server requests,
+// SHA-256 before task-done names them. A streaming reduce (task-assign `awaiting` other maps) gets
+// the pieces of each of those maps in a task-input once they are in the store, and passes them on. The sandbox's peer messages and parameter-server requests,
 // once checked here (job code sends them), go to static/worker/peers.js.
 import {sha256Hex} from './sha256.js';
 
@@ -186,6 +187,7 @@ export class TaskRunner {
   async handle(message) {
     switch (message?.type) {
       case 'task-assign': this.start(message); return true;
+      case 'task-input': this.input(message); return true;
       case 'task-cancel':
         this.unsent.delete(message.taskId);
         this.end(this.tasks.get(message.taskId));
@@ -218,26 +220,35 @@ export class TaskRunner {
     if (!this.send(message)) this.unsent.set(message.taskId, message);
   }
 
-  async start(spec) {
+  start(spec) {
     if (this.tasks.has(spec.taskId)) return;  // a repeated assignment of a running task
     const task = {
       id: spec.taskId, spec, worker: null, ended: false, outputs: [], stores: [],
       logs: [], logBytes: 0, logLines: 0, logTimer: null,
       progress: null, progressAt: 0, progressTimer: null, sentProgress: '', started: performance.now(),
+      awaiting: new Set(Array.isArray(spec.awaiting) ? spec.awaiting : []), fed: null,
     };
     this.tasks.set(task.id, task);
     if (this.tasks.size === 1) this.onBusy(true);
+    task.fed = this.launch(task);  // the task-inputs that follow go to the sandbox after the task
+  }
+
+  // pmrfs inputs go to the sandbox as the store's Blobs, found all at once: it reads their bytes as it
+  // gets to them. Null (and the task failed) when one is not in the store.
+  async blobs(task, specs) {
+    const store = this.getStore();
+    const inputs = await Promise.all(specs.map(input => (typeof input.url === 'string' ? {url: input.url} : store.blob(input.sha256))));
+    const missing = specs.find((input, i) => !inputs[i]);
+    if (!missing) return inputs;
+    this.fail(task, `input ${missing.sha256} is not in this browser's store`, '', {inputMissing: missing.sha256});
+    return null;
+  }
+
+  async launch(task) {
+    const spec = task.spec;
     try {
-      // pmrfs inputs go to the sandbox as the store's Blobs, found all at once: it reads their bytes as it gets to them.
-      const store = this.getStore();
-      const specs = spec.inputs || [];
-      const inputs = await Promise.all(specs.map(input => (typeof input.url === 'string' ? {url: input.url} : store.blob(input.sha256))));
-      const missing = specs.find((input, i) => !inputs[i]);
-      if (missing) {
-        this.fail(task, `input ${missing.sha256} is not in this browser's store`, '', {inputMissing: missing.sha256});
-        return;
-      }
-      if (task.ended) return;  // cancelled meanwhile
+      const inputs = await this.blobs(task, spec.inputs || []);
+      if (!inputs || task.ended) return;  // missing, or cancelled meanwhile
       this.noteWarm(spec.warm);
       const {worker, said} = this.sandbox(spec.script, spec.warm);
       task.worker = worker;
@@ -255,6 +266,16 @@ export class TaskRunner {
     } catch (e) {
       this.fail(task, `could not start the task: ${e.message || e}`);
     }
+  }
+
+  // The pieces of one more map of a streaming reduce (each map once), in the store now.
+  input({taskId, producer, inputs}) {
+    const task = this.tasks.get(taskId);
+    if (!task || !task.awaiting.delete(producer) || !Array.isArray(inputs)) return;
+    task.fed = task.fed.then(async () => {
+      const blobs = task.ended ? null : await this.blobs(task, inputs);
+      if (blobs && !task.ended && task.worker) task.worker.postMessage({type: 'input', taskId, producer, inputs: blobs});
+    }).catch(e => this.fail(task, `could not read a streamed input: ${e.message || e}`));
   }
 
   fromSandbox(task, m) {

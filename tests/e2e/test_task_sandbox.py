@@ -338,6 +338,83 @@ def test_flush_cuts_more_blobs_with_the_same_records(harness):
     assert end["error"] == "too many output blobs (more than 4096) for one task: flush less often"
 
 
+VALUES_REDUCE = """async function reduce(keyToValues) {
+  for (const key in keyToValues) context.emit(key, keyToValues[key]);
+}"""
+
+
+def streamed(harness, script: str, pieces: dict[int, list[dict]], first: list[int], then: list[int], **fields) -> dict:
+    """Runs a reduce of four ranks' pieces as the appliance streams them: the task-assign names the
+    pieces of the maps in ``first``, then one task-input per map of ``then``, in that order, each a
+    little later (the sandbox decodes the earlier ones meanwhile). Returns its end."""
+    harness.count += 1
+    task_id = f"t{harness.count}"
+    assign = {
+        "type": "task-assign",
+        "taskId": task_id,
+        "runId": "run-1",
+        "script": script,
+        "kind": "reduce",
+        "stage": 0,
+        "group": "A",
+        "rank": 0,
+        "workerCount": 4,
+        "partitioning": "rank",
+        "inputContentType": "application/json",
+        "outputContentType": "application/json",
+        "inputs": [{**piece, "producer": rank} for rank in first for piece in pieces[rank]],
+        "awaiting": then,
+        "wasm": {},
+        "storage": "pmrfs",
+        "workerTimeout": 3600,
+        "fetchOrigins": [],
+    } | fields
+    later = [{"type": "task-input", "taskId": task_id, "producer": rank, "inputs": pieces[rank]} for rank in then]
+    return harness.page.evaluate(
+        """async ([assign, later]) => {
+          const ended = harness.run(assign);
+          for (const message of later) {
+            await new Promise(resolve => setTimeout(resolve, 30));
+            await harness.runner.handle(message);
+          }
+          return (await ended).end;
+        }""",
+        [assign, later],
+    )
+
+
+def test_a_streaming_reduce_gets_its_values_in_map_order_whatever_order_the_maps_finish_in(harness):
+    script = harness.job("streaming", [VALUES_REDUCE])
+    # Rank 1 cut two pieces, rank 2 wrote nothing for this partition; keys repeat across ranks.
+    pieces = {
+        0: [harness.put(codecs.JSON, [("a", 0), ("b", {"from": 0}), (7, "seven")])],
+        1: [harness.put(codecs.JSON, [("b", 1), ("c", 1)]), harness.put(codecs.JSON, [("a", 1.5), ("a", "1b")])],
+        2: [],
+        3: [harness.put(codecs.JSON, [("c", 3), ("a", 3), ("__proto__", 3), (2, "two")])],
+    }
+    every = [piece for rank in range(4) for piece in pieces[rank]]
+    whole, _ = harness.ok(script, kind="reduce", stage=0, workerCount=4, inputs=every)
+    expected = harness.records(codecs.JSON, whole["outputs"])
+    assert dict(expected)["a"] == [0, 1.5, "1b", 3] and dict(expected)["b"] == [{"from": 0}, 1]
+
+    # Whatever came with the task and whatever order the others follow in, the job sees the same.
+    for first, then in [([1], [3, 0, 2]), ([3], [2, 1, 0]), ([0, 2], [3, 1]), ([], [2, 3, 1, 0])]:
+        end = streamed(harness, script, pieces, first, then)
+        assert end["type"] == "task-done", end
+        assert harness.records(codecs.JSON, end["outputs"]) == expected, (first, then)
+
+    # A streamed piece not in the store: the appliance is told which, to copy or compute it again.
+    missing = {**pieces, 3: [{"sha256": "cd" * 32, "size": 5}]}
+    end = streamed(harness, script, missing, [0], [1, 3, 2])
+    assert end["type"] == "task-failed" and end["inputMissing"] == "cd" * 32
+    # A damaged piece fails the task with the rank it came from.
+    garbage = harness.page.evaluate("text => harness.put(text)", base64.b64encode(b"not json\n").decode())
+    damaged = {**pieces, 2: [garbage]}
+    end = streamed(harness, script, damaged, [0], [2, 1, 3])
+    assert end["type"] == "task-failed"
+    assert end["error"].startswith("the output of rank 2 of the stage before: input 1 of 1"), end["error"]
+
+
 CSV_BSON_MAP = """async function map(x) {
   for (const [k, v] of x) context.emit(k, v);
   context.emit('nested', {a: [1, 2.5, 'x', null, true], b: {c: 'é'}});

@@ -1,6 +1,8 @@
 """The shuffle overlaps the map stage: a finished map's partitions are copied to the workers of the
-ranks that reduce them while the other maps still run (simulated workers; real browsers run the
-shuffle in tests/e2e/test_shuffle_in_browsers.py).
+ranks that reduce them while the other maps still run, and a reduce whose rank's map is done starts
+then, taking each other map's pieces as it finishes (simulated workers; real browsers run the
+shuffle in tests/e2e/test_shuffle_in_browsers.py, and a streaming reduce's decoding in
+tests/e2e/test_task_sandbox.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class Fleet:
     """Four workers whose maps write one blob per partition. The map on rank 0 finishes at once, the
     others when ``release`` is set; ``refuse_first`` copies are refused (a data channel that failed)."""
 
-    def __init__(self, refuse_first: int = 0):
+    def __init__(self, refuse_first: int = 0, spare: int = 0):
+        self.spare = spare  # workers beyond the ranks, to replace a lost one
         self.release = asyncio.Event()
         self.received: list[tuple[str, str, bool]] = []  # (worker, blob, while the maps were held)
         self.refusals = refuse_first
@@ -41,7 +44,7 @@ class Fleet:
         self.workers: list[SimWorker] = []
 
     async def start(self, appliance: Appliance, cookie: str) -> Fleet:
-        for _ in range(WORKERS):  # one at a time: the longest connected gets a rank first
+        for _ in range(WORKERS + self.spare):  # one at a time: the longest connected gets a rank first
             worker = SimWorker(appliance.url, cookie, on_task=self.task, on_blob_receive=self.receive)
             self.workers.append(await worker.start())
         return self
@@ -125,3 +128,141 @@ async def test_an_early_copy_that_fails_is_made_again_when_the_reduce_starts(app
         assert "could not move an input" not in log and "taken off the run" not in log, log
     finally:
         await fleet.close()
+
+
+async def streaming_reduce(worker: SimWorker) -> dict:
+    """The reduce task-assign rank 0's worker got while the other maps were held."""
+    for _ in range(300):
+        if worker.streaming:
+            return next(iter(worker.streaming.values()))
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no streaming reduce on {worker.worker_id}: {worker.tasks}")
+
+
+async def test_a_reduce_starts_while_other_maps_run_and_gets_each_maps_pieces_when_it_is_done(
+    appliance, carol_client, carol
+):
+    fleet = await Fleet().start(appliance, cookie_of(carol_client))
+    try:
+        run = carol.run(carol.job(job_script(workers=WORKERS)))
+        await fleet.early_copies()
+        first = fleet.first_map()
+        rank0 = next(w for w in fleet.workers if fleet.rank.get(w.worker_id) == 0)
+        early = await streaming_reduce(rank0)
+        # Its own map's piece comes with it; the three maps still running follow.
+        assert early["awaiting"] == [1, 2, 3] and early["rank"] == 0
+        assert early["inputs"] == [{"sha256": blob(first, 0), "size": 10, "producer": 0}]
+        progress = {(s["stage"], s["running"], s["done"]) for s in carol.get(run["id"])["progress"]}
+        assert (1, 1, 0) in progress  # the reduce shows as running on the run page
+        fleet.release.set()
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        maps = [f"{run['id']}.A.0.{r}.0" for r in range(WORKERS)]
+        [reduce] = [t for t in rank0.tasks if t["kind"] == "reduce"]
+        assert reduce["taskId"] == early["taskId"]  # the same attempt, not started again
+        assert [i["sha256"] for i in reduce["inputs"]] == [blob(m, 0) for m in maps]  # in map order
+        fed = [m for m in rank0.messages if m["type"] == "task-input"]
+        assert sorted(m["producer"] for m in fed) == [1, 2, 3]
+        assert Counter(fleet.received).most_common(1)[0][1] == 1  # each piece copied to each worker once
+    finally:
+        await fleet.close()
+
+
+async def test_a_map_lost_after_a_reduce_began_runs_again_and_the_reduce_gets_the_new_maps_pieces(
+    appliance, carol_client, carol
+):
+    fleet = await Fleet(spare=1).start(appliance, cookie_of(carol_client))
+    try:
+        run = carol.run(carol.job(job_script(workers=WORKERS)))
+        await fleet.early_copies()
+        rank0 = next(w for w in fleet.workers if fleet.rank.get(w.worker_id) == 0)
+        early = await streaming_reduce(rank0)
+        # The browser of rank 2 vanishes mid-map: the spare takes the rank and runs that map again.
+        lost = next(w for w in fleet.workers if fleet.rank.get(w.worker_id) == 2)
+        await lost.close()
+        spare = next(w for w in fleet.workers if w.worker_id not in fleet.rank)
+        for _ in range(300):
+            if any(t["kind"] == "map" for t in spare.tasks):
+                break
+            await asyncio.sleep(0.1)
+        fleet.release.set()
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        [reduce] = [t for t in rank0.tasks if t["kind"] == "reduce"]
+        assert reduce["taskId"] == early["taskId"]  # it waited on: it had nothing of the lost map
+        again = next(t["taskId"] for t in spare.tasks if t["kind"] == "map")
+        assert again == f"{run['id']}.A.0.2.1"
+        assert blob(again, 0) in [i["sha256"] for i in reduce["inputs"]]
+        # (Its worker may have run a backup of a held map meanwhile: a streaming reduce leaves it free for one.)
+        assert {"type": "task-cancel", "taskId": reduce["taskId"]} not in rank0.messages
+    finally:
+        await fleet.close()
+
+
+async def test_a_reduce_sent_a_maps_pieces_starts_again_when_that_map_must_run_again(appliance, carol_client, carol):
+    gates = {rank: asyncio.Event() for rank in range(WORKERS)}
+    gates[0].set()
+    maps: dict[int, str] = {}  # rank -> its map's latest task id
+    ranks: dict[str, int] = {}
+    hung: set[str] = set()  # pieces of rank 1's first map for ranks 2 and 3: never delivered
+
+    async def task(worker: SimWorker, task: dict) -> None:
+        if task["kind"] != "map":
+            await finish_empty(worker, task)
+            return
+        ranks[worker.worker_id], maps[task["rank"]] = task["rank"], task["taskId"]
+        if task["rank"] == 1 and not hung:
+            hung.update(blob(task["taskId"], part) for part in (2, 3))
+        await gates[task["rank"]].wait()
+        outputs = [
+            {"partition": part, "size": 10, "records": 1, "sha256": blob(task["taskId"], part)}
+            for part in range(WORKERS)
+        ]
+        await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": outputs, "emits": 4, "cpuMs": 1})
+
+    async def receive(worker: SimWorker, message: dict) -> None:
+        if message["sha256"] in hung:
+            return  # rank 1's pieces never reach ranks 2 and 3: only rank 1's worker holds them
+        stored = {"type": "blob-stored", "transferId": message["transferId"], "sha256": message["sha256"]}
+        await worker.send({**stored, "size": message["size"]})
+
+    workers = []
+    for _ in range(WORKERS + 1):
+        workers.append(
+            await SimWorker(appliance.url, cookie_of(carol_client), on_task=task, on_blob_receive=receive).start()
+        )
+    try:
+        # No backups of the held maps: each rank's map has one attempt at a time here.
+        run = carol.run(carol.job(job_script(workers=WORKERS, speculation="false")))
+        for _ in range(300):
+            if len(ranks) == WORKERS:
+                break
+            await asyncio.sleep(0.1)
+        by_rank = {rank: next(w for w in workers if w.worker_id == wid) for wid, rank in ranks.items()}
+        early = await streaming_reduce(by_rank[0])
+        gates[1].set()
+        for _ in range(300):
+            if any(m["type"] == "task-input" and m["producer"] == 1 for m in by_rank[0].messages):
+                break
+            await asyncio.sleep(0.1)
+        # Rank 1's worker vanishes: its pieces for ranks 2 and 3 are gone, so its map runs again, and
+        # rank 0's reduce, which has that map's old piece, is stopped and starts again.
+        await by_rank[1].close()
+        for _ in range(300):
+            if {"type": "task-cancel", "taskId": early["taskId"]} in by_rank[0].messages:
+                break
+            await asyncio.sleep(0.1)
+        assert {"type": "task-cancel", "taskId": early["taskId"]} in by_rank[0].messages, by_rank[0].messages
+        gates[2].set()
+        gates[3].set()
+        done = await carol.wait(run["id"], timeout=60)
+        assert done["state"] == "succeeded", done
+        [reduce] = [t for t in by_rank[0].tasks if t["kind"] == "reduce"]
+        assert reduce["taskId"] == f"{run['id']}.A.1.0.1"
+        assert [i["sha256"] for i in reduce["inputs"]] == [blob(maps[r], 0) for r in range(WORKERS)]
+        assert maps[1] == f"{run['id']}.A.0.1.1"  # the map ran again (on the spare worker)
+        log = carol.http.get(f"/runs/{run['id']}/logs").text
+        assert "run again" in log, log
+    finally:
+        for worker in workers:
+            await worker.close()

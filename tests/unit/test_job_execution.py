@@ -36,13 +36,26 @@ def started(run: RunExecution, workers: list[str], group: str = "A") -> None:
 def finish(run: RunExecution, task, partitions: list[int], holder: str | None = None) -> None:
     outputs = [Output(p, f"{task.id}-{p}".ljust(64, "0"), 10, 1, {holder or task.worker_id}) for p in partitions]
     run.done(task, outputs, emits=len(partitions), cpu_ms=1)
+    for consumer in run.all_tasks():  # as the coordinator: streaming reduces get the pieces of a done map
+        if run.waiting_for_input(consumer) and task.primary is None and task in run.producers(consumer):
+            feed(run, consumer)
+
+
+def feed(run: RunExecution, task) -> None:
+    """As the coordinator: a streaming task is sent the pieces of its done producers (copies that
+    succeed at once), and runs once it has them all; any other task runs."""
+    for producer in run.producers(task) if task.streaming else []:
+        if producer.state == "done":
+            run.fed(task, producer.rank)
+    if not task.awaiting:
+        run.running(task)
 
 
 def run_ready(run: RunExecution) -> list:
     ready = run.ready()
     for task in ready:
         run.start(task)
-        run.running(task)
+        feed(run, task)
     return ready
 
 
@@ -65,17 +78,77 @@ def test_the_input_runs_alone_then_map_tasks_start_per_rank_without_a_barrier():
     assert [o.location for o in run.inputs(run.task("A", 1, 1))] == [maps[1].outputs[0].location]
 
 
-def test_a_reduce_waits_for_every_upstream_task_and_reads_its_partition_from_all():
+def test_a_reduce_starts_once_its_ranks_map_is_done_and_runs_once_every_producers_pieces_came():
     run = RunExecution(1, spec("map", "reduce"))
     started(run, ["w0", "w1"])
     finish(run, run_ready(run)[0], [0, 1])
-    maps = run_ready(run)
+    maps = sorted(run_ready(run), key=lambda t: t.rank)
     finish(run, maps[0], [0, 1])
-    assert run_ready(run) == []
+    # Rank 0's reduce starts with its own map's piece and waits for rank 1's; rank 1's waits for its map.
+    [early] = run_ready(run)
+    assert (early.stage, early.rank, early.state, early.streaming, early.awaiting) == (1, 0, "staging", True, {1})
+    assert run.waiting_for_input(early)
+    finish(run, maps[1], [0, 1])  # its pieces are sent to rank 0's reduce, which runs
+    assert early.state == "running" and not run.waiting_for_input(early)
+    [late] = run_ready(run)
+    assert (late.rank, late.state, late.streaming) == (1, "running", False)  # everything was in place
+    assert len(run.inputs(early)) == 2  # partition 0 from both producers
+
+
+def test_a_reduce_waits_for_every_producer_when_attempts_must_agree_or_it_talks_to_other_ranks():
+    validated = spec("map", "reduce")
+    validated.validation = Validation(replicas=2)
+    talking = spec("map", "reduce")
+    talking.stages[1].source = "async function r(x) { await context.allReduce(1); }"
+    for job in (validated, talking):
+        run = RunExecution(1, job)
+        assert not run._may_stream(run.task("A", 1, 0))
+    cloud = RunExecution(1, spec("map", "reduce"), cloud=True)
+    assert not cloud._may_stream(cloud.task("A", 1, 0))
+
+
+def test_a_streaming_reduce_is_neither_idle_stalled_slow_nor_overdue_while_it_waits_for_maps():
+    run = RunExecution(1, spec("map", "reduce", timeout=5))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], [0, 1])
+    maps = sorted(run_ready(run), key=lambda t: t.rank)
+    finish(run, maps[0], [0, 1])
+    [early] = run_ready(run)
+    early.worker_timeout = 10
+    later = early.started + 3600
+    assert run.overdue_stage(now=later) in (None, ("A", 0))  # the map stage's own timeout, not the reduce's
+    assert early not in run.idle_too_long(now=later)
+    assert early not in run.newly_stalled(60, now=later)
+    assert run.speculable(early, now=later) is None
     finish(run, maps[1], [0, 1])
-    reduces = run_ready(run)
-    assert len(reduces) == 2
-    assert len(run.inputs(reduces[0])) == 2  # partition 0 from both producers
+    # Its timeouts count from the moment it had its whole input.
+    assert early.launched >= early.started and early.last_activity == early.launched
+    assert run.overdue_stage(now=early.launched + 4) is None
+    assert run.overdue_stage(now=early.launched + 6) == ("A", 1)
+
+
+def test_a_streaming_reduce_starts_again_only_when_a_map_whose_pieces_it_was_sent_runs_again():
+    run = RunExecution(1, spec("map", "reduce", workers=3))
+    started(run, ["w0", "w1", "w2"])
+    finish(run, run_ready(run)[0], [0, 1, 2])
+    maps = sorted(run_ready(run), key=lambda t: t.rank)
+    finish(run, maps[0], [0, 1, 2])
+    finish(run, maps[1], [0, 1, 2])
+    reduces = {t.rank: t for t in run_ready(run)}
+    assert reduces[0].awaiting == {2} and reduces[1].awaiting == {2}
+    assert run.take_cancels() == []
+    # w2 vanishes mid-map: its map runs again; the reduces were sent nothing of it, so they wait on.
+    run.lose_worker("w2")
+    assert maps[2].state == "waiting" and reduces[0].state == reduces[1].state == "staging"
+    assert run.take_cancels() == []
+    # w1 vanishes: its reduce ends, and its map's pieces were on no other worker (none was copied in
+    # this test), so that map runs again; rank 0's reduce, which was sent its piece, starts again,
+    # and its page drops the attempt it has (take_cancels).
+    attempt = reduces[0].id
+    run.lose_worker("w1")
+    assert maps[1].state == "waiting"
+    assert reduces[0].state == "waiting" and not reduces[0].streaming and reduces[0].attempt == 1
+    assert (attempt, "w0") in run.take_cancels() and run.take_cancels() == []
 
 
 def test_a_lost_worker_reruns_its_task_and_recomputes_output_only_it_held():
@@ -295,7 +368,8 @@ def test_a_straggler_is_speculated_once_most_of_its_stage_is_done_and_the_backup
     assert backup.id == "1.A.0.3.1" and run.find(backup.id) is backup and run.find(slow.id) is slow
     assert not run.speculable(slow, now=200)  # one backup at a time
     run.running(backup)
-    assert run.ready() == []  # the reduces wait: the map is not done
+    # The reduces of ranks whose maps are done may start, with the pieces so far; rank 3's waits for its map.
+    assert sorted(t.rank for t in run.ready()) == [0, 1, 2]
     superseded = run.done(backup, [Output(p, f"b{p}".ljust(64, "0"), 10, 1, {"w9"}) for p in range(4)], 1, 5)
     assert superseded == [("1.A.0.3.0", "w3")]  # the original attempt, to be stopped on its worker
     assert (slow.state, slow.worker_id, slow.attempt) == ("done", "w9", 1)
