@@ -350,8 +350,14 @@ class Coordinator:
         self._ends.clear()
         deadline = time.monotonic() + timeout
         log.info("stopping: no new tasks; waiting up to %s s for the running ones", timeout)
-        # A run whose last task finished is storing its end: that finishes too.
-        while time.monotonic() < deadline and any(r.execution.active or r.ending for r in self.active.values()):
+
+        # A run whose last task finished is storing its end: that finishes too. A streaming reduce
+        # still waiting for maps is not waited for (a map that has not started never will now): it
+        # starts again at the next start.
+        def busy(run: Active) -> bool:
+            return run.ending or any(not run.execution.waiting_for_input(t) for t in run.execution.active)
+
+        while time.monotonic() < deadline and any(busy(r) for r in self.active.values()):
             await asyncio.sleep(0.2)
         left = sum(len(run.execution.active) for run in self.active.values())
         for run in self.active.values():
