@@ -246,6 +246,36 @@ def test_workers_closed_mid_map_and_mid_reduce_still_give_the_right_answer(api, 
     assert logs(api, run_id).count("disconnected") >= 2
 
 
+def test_a_map_closed_after_the_reduces_began_runs_again_and_they_take_its_new_output(api, workers):
+    # Rank 0's map ends at once and its reduce starts, streaming; the others' maps take a while.
+    script = SLOW_COUNT % {"map_ms": 6000, "reduce_ms": 0}
+    script = script.replace("workerCount = 2", "workerCount = 3").replace(
+        "await new Promise(r => setTimeout(r, 6000));",
+        "await new Promise(r => setTimeout(r, context.getRank() ? 6000 : 0));",
+    )
+    run_id = save_and_run(api, "streaming-churn", script)
+    expected = Counter("".join(f"abc {i}" for i in range(200)))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run = api.get(f"/runs/{run_id}").json()
+        stages = {s["stage"]: s for s in run["progress"]}
+        lines = [json.loads(line) for line in logs(api, run_id).splitlines()]
+        slow = [line["source"] for line in lines if line["text"] == "map waiting" and line["rank"] == 1]
+        if stages[1]["running"] >= 1 and stages[0]["done"] < 3 and slow:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"no reduce started while maps ran: {run['progress']}")
+    # The browser of rank 1's map goes away: the map runs again on a new tab, and every reduce gets its output.
+    [tab] = [t for t in workers.tabs if t.evaluate("window.peermrWorker.workerId") == slow[0]]
+    workers.close(tab)
+    workers.add(1)  # keep the fleet at four
+    run = wait(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + logs(api, run_id)[-3000:]
+    assert dict(output(api, run_id)) == dict(expected)
+    assert f"worker {slow[0]} (rank 1 of group A) disconnected" in logs(api, run_id)
+
+
 def test_webassembly_job_loads_its_binary_from_the_appliance_or_an_allowed_origin(api, workers, data_server):
     # The example as it is, its binary from the appliance; then the same binary from an allowed origin.
     example = (EXAMPLES / "wasm-sum.js").read_text()
