@@ -105,20 +105,29 @@ class ProfiledAppliance(Appliance):
 
 
 class NoopWorker(SimWorker):
-    """Answers every task-assign with a task-done at once, and the connectivity probe with an answer
-    that fails it at once (a simulated worker has no WebRTC; an unanswered probe holds a slot 20 s)."""
+    """Answers every task-assign with a task-done at once (a streaming reduce once its last
+    task-input came, as a page runs it), and the connectivity probe with an answer that fails it at
+    once (a simulated worker has no WebRTC; an unanswered probe holds a slot 20 s)."""
 
     def __init__(self, *args, tally: Tally, **kwargs):
         super().__init__(*args, **kwargs)
         self.tally = tally
+        self.awaiting: dict[str, set[int]] = {}  # streaming reduce -> the producers still to come
 
     async def _read(self) -> None:
         with contextlib.suppress(Exception):
             async for raw in self.ws:
                 message = json.loads(raw)
-                kind = message["type"]
-                if kind == "task-assign":
-                    done = {"type": "task-done", "taskId": message["taskId"], "outputs": [], "emits": 0, "cpuMs": 0}
+                kind, task_id = message["type"], message.get("taskId")
+                if kind == "task-assign" and message.get("awaiting"):
+                    self.awaiting[task_id] = set(message["awaiting"])
+                elif kind == "task-input" and task_id in self.awaiting:
+                    self.awaiting[task_id].discard(message["producer"])
+                if kind == "task-assign" or (kind == "task-input" and task_id in self.awaiting):
+                    if self.awaiting.get(task_id):
+                        continue
+                    self.awaiting.pop(task_id, None)
+                    done = {"type": "task-done", "taskId": task_id, "outputs": [], "emits": 0, "cpuMs": 0}
                     await self.send(done)
                     self.tally.done()
                 elif kind == "ping":
@@ -155,9 +164,9 @@ async def one_run(api: httpx.AsyncClient, job_id: int, tasks: int, tally: Tally,
     run_id = response.json()["id"]
     await asyncio.wait_for(tally.all_done.wait(), 600)
     cpu_app_tasks = cpu_seconds(pid) - cpu_app
-    while True:
+    while True:  # (the run's start is stored after its first tasks began: it may still read as queued)
         run = (await api.get(f"/runs/{run_id}")).json()
-        if run["state"] != "running":
+        if run["state"] not in ("queued", "running"):
             break
         await asyncio.sleep(0.01)
     wall = time.perf_counter() - started
