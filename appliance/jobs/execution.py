@@ -112,6 +112,12 @@ def _emits(task: Task) -> int:
     return task.emits
 
 
+def _began(task: Task) -> float:
+    """When a task's own work began: its start (copying its inputs included), or for a streaming
+    reduce the moment its whole input was in (its wait for the maps is not its slowness)."""
+    return task.launched if task.streaming else task.started
+
+
 def _signature(outputs: list[Output]) -> tuple[tuple[int, str], ...]:
     """What validation compares: each output blob's partition and SHA-256."""
     return tuple(sorted((o.partition, o.location) for o in outputs))
@@ -826,12 +832,12 @@ class RunExecution:
         if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
             return None
         durations = [
-            t.finished - t.started for (stage, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
+            t.finished - _began(t) for (stage, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
         ]
         median = statistics.median(durations)
-        if now - task.started <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
+        if now - _began(task) <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
             return None
-        return f"slow: {now - task.started:.1f} s, the stage's finished tasks took {median:.1f} s (median)"
+        return f"slow: {now - _began(task):.1f} s, the stage's finished tasks took {median:.1f} s (median)"
 
     def _lagging(self, task: Task, now: float) -> str | None:
         """Rates count from each attempt's launch: time spent copying inputs is not the task's slowness.

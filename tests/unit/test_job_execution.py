@@ -127,6 +127,25 @@ def test_a_streaming_reduce_is_neither_idle_stalled_slow_nor_overdue_while_it_wa
     assert run.overdue_stage(now=early.launched + 6) == ("A", 1)
 
 
+def test_a_reduce_that_streamed_is_judged_slow_by_its_time_since_its_whole_input_came():
+    run, maps = map_stage_running()
+    for t in maps[:3]:
+        finish(run, t, [0, 1, 2, 3])
+    reduces = {t.rank: t for t in run_ready(run)}  # ranks 0-2 start streaming, waiting for rank 3's map
+    for t in reduces.values():
+        t.started = 100.0
+    finish(run, maps[3], [0, 1, 2, 3])  # at 200 s, say: the three get their last piece and run
+    reduces[3] = run_ready(run)[0]
+    for t in reduces.values():
+        t.launched = 200.0
+    for t in (reduces[0], reduces[1], reduces[3]):
+        run.done(t, [], 1, 5, now=202.0)  # 2 s of work each, 102 s since rank 0-1 started
+    reduces[2].emits = 1  # emitting as fast as the others did: not lagging
+    # Rank 2's reduce has worked 2.5 s, under 1.5 x the 2 s median: not slow, though it started 102.5 s ago.
+    assert run.speculable(reduces[2], now=202.5) is None
+    assert run.speculable(reduces[2], now=203.5).startswith("slow: 3.5 s, the stage's finished tasks took 2.0 s")
+
+
 def test_a_streaming_reduce_starts_again_only_when_a_map_whose_pieces_it_was_sent_runs_again():
     run = RunExecution(1, spec("map", "reduce", workers=3))
     started(run, ["w0", "w1", "w2"])
