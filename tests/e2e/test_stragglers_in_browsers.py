@@ -530,7 +530,11 @@ def test_a_browser_stopped_mid_task_is_reported_stalled(appliance, api, lone, st
     all_idle(api, steady.tabs + straggler.tabs)
     stuck = worker_id(tab)
     timeout = 300
-    script = job_script(urls, timeout=timeout, map_ms=8000 if stage == "map" else 0, reduce_ms=4000)
+    # The stopped task sleeps 8 s: the stop lands in its sleep even on a loaded machine, where the
+    # appliance stores logs once a second and the test polls them.
+    script = job_script(
+        urls, timeout=timeout, map_ms=8000 if stage == "map" else 0, reduce_ms=8000 if stage == "reduce" else 4000
+    )
     run_id = start(api, f"stopped-browser-{stage}", script)
     assert lone.renderers(), "the lone Chromium has no renderer process"
     started = time.monotonic()
