@@ -96,6 +96,7 @@ execution.addStage(map);
 const reduce = new ReduceStage(async function reduce(keyToValues) {
   context.log('reduce running');
   %(reduce_wait)s
+  %(reduce_fetch)s
   for (const word in keyToValues) context.emit(word, keyToValues[word].reduce((a, b) => a + b, 0));
   await context.onComplete();
 });
@@ -121,6 +122,7 @@ def job_script(
     timeout: int = 600,
     map_ms: int = 0,
     reduce_ms: int = 0,
+    reduce_fetches: bool = False,
 ) -> str:
     return JOB % {
         "workers": workers,
@@ -131,6 +133,9 @@ def job_script(
         # A map or reduce that takes a while, and keeps saying so (not stalled while its browser runs).
         "map_wait": waiting(map_ms),
         "reduce_wait": waiting(reduce_ms),
+        # A fetch after the wait: a task whose browser process is stopped hangs there for certain (a
+        # store of its output into IndexedDB does not always wait for the browser process).
+        "reduce_fetch": f"await fetch({json.dumps(urls[0])});" if reduce_fetches else "",
     }
 
 
@@ -530,10 +535,11 @@ def test_a_browser_stopped_mid_task_is_reported_stalled(appliance, api, lone, st
     all_idle(api, steady.tabs + straggler.tabs)
     stuck = worker_id(tab)
     timeout = 300
-    # The stopped task sleeps 8 s: the stop lands in its sleep even on a loaded machine, where the
-    # appliance stores logs once a second and the test polls them.
+    # The stopped task sleeps 8 s (the stop lands in its sleep even on a loaded machine, where the
+    # appliance stores logs once a second and the test polls them), then fetches.
+    reduce = stage == "reduce"
     script = job_script(
-        urls, timeout=timeout, map_ms=8000 if stage == "map" else 0, reduce_ms=8000 if stage == "reduce" else 4000
+        urls, timeout=timeout, map_ms=0 if reduce else 8000, reduce_ms=8000 if reduce else 4000, reduce_fetches=reduce
     )
     run_id = start(api, f"stopped-browser-{stage}", script)
     assert lone.renderers(), "the lone Chromium has no renderer process"
