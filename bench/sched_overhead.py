@@ -114,6 +114,10 @@ class NoopWorker(SimWorker):
         self.tally = tally
         self.awaiting: dict[str, set[int]] = {}  # streaming reduce -> the producers still to come
 
+    async def finish(self, task_id: str) -> None:
+        await self.send({"type": "task-done", "taskId": task_id, "outputs": [], "emits": 0, "cpuMs": 0})
+        self.tally.done()
+
     async def _read(self) -> None:
         with contextlib.suppress(Exception):
             async for raw in self.ws:
@@ -123,13 +127,11 @@ class NoopWorker(SimWorker):
                     self.awaiting[task_id] = set(message["awaiting"])
                 elif kind == "task-input" and task_id in self.awaiting:
                     self.awaiting[task_id].discard(message["producer"])
-                if kind == "task-assign" or (kind == "task-input" and task_id in self.awaiting):
-                    if self.awaiting.get(task_id):
-                        continue
-                    self.awaiting.pop(task_id, None)
-                    done = {"type": "task-done", "taskId": task_id, "outputs": [], "emits": 0, "cpuMs": 0}
-                    await self.send(done)
-                    self.tally.done()
+                    if not self.awaiting[task_id]:
+                        del self.awaiting[task_id]
+                        await self.finish(task_id)
+                elif kind == "task-assign":
+                    await self.finish(task_id)
                 elif kind == "ping":
                     await self.send({"type": "pong", "id": message["id"]})
                 elif kind == "probe-offer":

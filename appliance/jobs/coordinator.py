@@ -1073,7 +1073,7 @@ class Coordinator:
             return
         described = []
         for producer in execution.producers(task):
-            pieces = self._pieces(task, producer)
+            pieces = execution.pieces(task, producer)
             if producer.state == "done" and all(worker.worker_id in o.holders for o in pieces):
                 described += [{"sha256": o.location, "size": o.size, "producer": producer.rank} for o in pieces]
                 execution.fed(task, producer.rank)
@@ -1088,10 +1088,6 @@ class Coordinator:
         for producer in execution.producers(task):
             if producer.state == "done":
                 self._spawn(self._feed(run, task, producer))
-
-    @staticmethod
-    def _pieces(task: Task, producer: Task) -> list[Output]:
-        return [o for o in producer.outputs if o.partition == task.rank]
 
     def _feed_consumers(self, run: Active, producer: Task) -> None:
         """A map is done: the streaming reduces waiting for it get its pieces."""
@@ -1114,7 +1110,7 @@ class Coordinator:
         execution, attempt, outputs = run.execution, task.attempt, producer.outputs
         run.feeding.add(key)
         try:
-            pieces = self._pieces(task, producer)
+            pieces = execution.pieces(task, producer)
             if self._forget_gone_holders(pieces):
                 again = execution.recompute_lost()  # the map runs again; its pieces come when it is done
                 self.logs.add(

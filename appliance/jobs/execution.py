@@ -387,7 +387,12 @@ class RunExecution:
 
     def inputs(self, task: Task) -> list[Output]:
         """This task's input blobs, in producer order (the order a reduce sees values in)."""
-        return [o for p in self.producers(task) for o in p.outputs if o.partition == task.rank]
+        return [o for p in self.producers(task) for o in self.pieces(task, p)]
+
+    @staticmethod
+    def pieces(task: Task, producer: Task) -> list[Output]:
+        """The blobs of one producer that ``task`` reads (those of its rank's partition), in order."""
+        return [o for o in producer.outputs if o.partition == task.rank]
 
     def ready(self) -> list[Task]:
         """Waiting tasks whose inputs are complete and whose rank's worker is free."""

@@ -6,8 +6,9 @@
 //   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
 // pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
 // SHA-256 before task-done names them. A streaming reduce (task-assign `awaiting` other maps) gets
-// the pieces of each of those maps in a task-input once they are in the store, and passes them on. The sandbox's peer messages and parameter-server requests,
-// once checked here (job code sends them), go to static/worker/peers.js.
+// the pieces of each of those maps in a task-input once they are in the store, and passes them on.
+// The sandbox's peer messages and parameter-server requests, once checked here (job code sends
+// them), go to static/worker/peers.js.
 import {sha256Hex} from './sha256.js';
 
 const MAX_TEXT = 2000;
