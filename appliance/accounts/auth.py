@@ -30,7 +30,7 @@ SESSION_COOKIE = "peermr_session"
 WORKER_COOKIE = "peermr_worker"
 API_PREFIX = "/api/"
 # The worker page, its ICE servers, its WebSocket and its warm task sandbox (jobs/sandbox_routes.py).
-WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker", "/worker/sandbox.js")
+WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker", "/worker/sandbox.js", "/worker/sandbox.html")
 # Blob transfers of worker browsers (each also needs a grant, see pmrfs/grants.py), and the job
 # sandbox scripts of the runs they work on (jobs/sandbox_routes.py checks the run).
 WORKER_PREFIXES = ("/pmrfs/blobs/", "/worker/runs/")
@@ -52,6 +52,19 @@ def access(level: str, *, during_password_change: bool = False) -> dict:
 
 def client_address(connection: ASGIConnection) -> str:
     return connection.client.host if connection.client else "unknown"
+
+
+def _cross_site(conn: ASGIConnection) -> bool:
+    """A request that another site, or an opaque origin (the job sandbox, docs/sdk.md), made the browser
+    send: it never acts with our cookies, whatever their SameSite lets through. Only a top-level
+    navigation that reads (a link in a mail, the identity provider's redirect back) is the person's own.
+    Fetch Metadata tells; browsers without it still send Origin on the requests that change things."""
+    if conn.headers.get("origin") == "null":
+        return True
+    if conn.headers.get("sec-fetch-site") != "cross-site":
+        return False
+    navigation = conn.headers.get("sec-fetch-mode") == "navigate" and conn.scope.get("method") in ("GET", "HEAD")
+    return not navigation
 
 
 class PasswordChangeRequired(Exception):
@@ -77,6 +90,8 @@ class AuthenticationMiddleware(ASGIMiddleware):
             scheme, _, token = conn.headers.get("authorization", "").partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return await api_tokens.resolve(token.strip())
+            return None
+        if _cross_site(conn):
             return None
         key = conn.cookies.get(SESSION_COOKIE)
         principal = await sessions.resolve(key, sessions.DASHBOARD, self.idle) if key else None

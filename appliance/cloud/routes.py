@@ -36,12 +36,9 @@ def _origin(url: str) -> str:
 
 
 def worker_origins(request: Request, settings: Settings) -> list[str]:
-    """Where worker pages are loaded from: the appliance's public URL, and the address this page was opened at."""
-    origins = [_origin(settings.base_url)]
-    here = _origin(str(request.base_url))
-    if here not in origins:
-        origins.append(here)
-    return origins
+    """Where the pages that use the bucket run: the appliance's public URL, the address this page was
+    opened at, and the job sandbox (whose opaque origin browsers name ``null``)."""
+    return list(dict.fromkeys([_origin(settings.base_url), _origin(str(request.base_url)), service.SANDBOX_ORIGIN]))
 
 
 async def _page(

@@ -2,8 +2,8 @@
 
 The appliance itself always; beyond it, the origins of ``PEERMR_FETCH_ORIGINS`` plus those an
 admin adds in Admin → Settings. The sandbox enforces the list twice: the task's Web Worker gets
-a Content-Security-Policy naming only these origins, and its ``fetch`` refuses others with a
-message that says why.
+a Content-Security-Policy naming only these origins (its frame's, ``frame_policy``), and its
+``fetch`` refuses others with a message that says why.
 """
 
 from __future__ import annotations
@@ -76,17 +76,21 @@ def warm_sandbox_url(scripts: list[str], origins: list[str], *, cloud: bool) -> 
     return f"/worker/sandbox.js?origins={origins_digest(origins)}"
 
 
-def content_security_policy(appliance_origin: str, script_origins: list[str], connect_origins: list[str]) -> str:
-    """The task Web Worker's CSP. The appliance is named by its http(s) origin, which (unlike 'self')
-    does not match its WebSocket: job code cannot open the worker protocol.
+def frame_policy(appliance_origin: str, script_origins: list[str], connect_origins: list[str]) -> str:
+    """The Content-Security-Policy of a sandbox frame, which its Web Workers (started from blob: URLs
+    of the frame) take on. ``sandbox allow-scripts`` makes the frame's origin opaque even where it is
+    opened on its own; only the worker page's origin may frame it. The appliance is named by its
+    http(s) origin, which (unlike 'self', which an opaque origin matches nothing with) does not match
+    its WebSocket: job code cannot open the worker protocol.
 
     'unsafe-eval' is allowed here, and only here (never on the dashboard's pages): job code is
     arbitrary code already, so eval gives it nothing new, while Emscripten's embind, TF.js bundles and
-    many other libraries build functions from strings. The sandbox's boundary is what the task may
-    reach (connect-src, GET only, no importScripts), the worker protocol and the page."""
+    many other libraries build functions from strings. The sandbox's boundary is its origin, which
+    holds no credentials, and what the task may reach (connect-src, GET only, no importScripts)."""
     scripts = " ".join(dict.fromkeys([appliance_origin, *script_origins]))
     connect = " ".join(dict.fromkeys([appliance_origin, *connect_origins]))
     return (
-        f"default-src 'none'; script-src {scripts} 'unsafe-eval' 'wasm-unsafe-eval'; connect-src {connect}; "
-        "base-uri 'none'; form-action 'none'"
+        f"default-src 'none'; script-src {scripts} 'unsafe-eval' 'wasm-unsafe-eval'; worker-src blob:; "
+        f"connect-src {connect}; base-uri 'none'; form-action 'none'; frame-ancestors {appliance_origin}; "
+        "sandbox allow-scripts"
     )

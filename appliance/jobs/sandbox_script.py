@@ -24,8 +24,15 @@ RUNTIME = [
     f"/static/worker/collectives.js?v={__version__}",
     f"/static/worker/sandbox.js?v={__version__}",
 ]
-# What loads the runtime, in the run's sandbox script and in a warm sandbox (sandbox_routes).
-IMPORT_RUNTIME = f"importScripts({', '.join(json.dumps(url) for url in RUNTIME)});"
+
+
+def import_runtime(origin: str) -> str:
+    """What loads the runtime, in the run's sandbox script and in a warm sandbox (sandbox_routes). The
+    sandbox's Web Worker starts from a blob: URL, against which no path resolves: the URLs name the
+    appliance's origin."""
+    return f"importScripts({', '.join(json.dumps(origin + url) for url in RUNTIME)});"
+
+
 JOB_FILE = "job.js"
 
 
@@ -46,11 +53,12 @@ def _stage_label(spec: JobSpec, index: int) -> str:
     return f"stage {index + 1} ({spec.stages[index].kind})"
 
 
-def build(spec: JobSpec) -> tuple[str, list[Placed]]:
-    """The sandbox script's text and where each job function sits in it."""
+def build(spec: JobSpec, origin: str = "") -> tuple[str, list[Placed]]:
+    """The sandbox script's text, its runtime loaded from ``origin``, and where each job function sits
+    in it (the same wherever the runtime comes from)."""
     head = (
         # A warm sandbox (sandbox_routes.warm_sandbox) has loaded the runtime already.
-        f"if (!self.peermrSandbox) {IMPORT_RUNTIME}\n"
+        f"if (!self.peermrSandbox) {import_runtime(origin)}\n"
         f"peermrSandbox.loadScripts({json.dumps(spec.scripts)});\n"
         "peermrSandbox.seal();\n"
     )

@@ -1,13 +1,21 @@
-// The task runtime inside the sandbox: a dedicated Web Worker per run and tab, started by the worker
-// page (static/worker/tasks.js) from the run's sandbox script, which the appliance serves as
+// The task runtime inside the sandbox: a dedicated Web Worker per run and tab. The worker page
+// (static/worker/tasks.js) has it started, through static/worker/sandboxes.js, inside a hidden frame
+// with an opaque origin (static/worker/sandbox-frame.js), from the text of the run's sandbox script,
+// which the appliance serves as
 //
-//   importScripts('/static/worker/sandbox.js');      // this file: defines self.peermrSandbox
-//   peermrSandbox.loadScripts([...job scripts]);      // the job's declared scripts
-//   peermrSandbox.seal();                             // job code may not load more
+//   importScripts('<appliance>/static/worker/sandbox.js');  // this file: defines self.peermrSandbox
+//   peermrSandbox.loadScripts([...job scripts]);             // the job's declared scripts
+//   peermrSandbox.seal();                                    // job code may not load more
 //   peermrSandbox.define({input: async function input() {...} | null, stages: [function..., ...]});
 //
 // or starts warm from /worker/sandbox.js (the runtime alone, under the same Content-Security-Policy)
-// and loads the run's script when the page says {type: 'load', script}.
+// and loads the run's script when the page says {type: 'load', url, text}.
+// The Web Worker's origin is the frame's opaque one: no request it makes carries the appliance's
+// cookies, and it has no storage of the worker page's origin. Its URL is a blob: one, so this runtime
+// resolves job URLs against the sandbox script's URL on the appliance, and `self.location` reads as
+// that URL (libraries find their files next to it, as in a Web Worker started from it).
+// It talks to the page over the MessagePort the frame hands it first ({type: 'port'} on `self`); until
+// then what it says waits. Job code never holds that port.
 // It runs the input function or a stage function with `context`, encodes what they emit with
 // static/worker/codecs.js into one blob per output partition, and reports to the page:
 // It runs one task at a time; a run that loads no scripts of its own has its tasks on a tab run in
@@ -28,22 +36,55 @@
 //   page -> sandbox  {type: 'peer-sent', id, error?}, {type: 'peer-put-url', id, url, key, error?},
 //                    {type: 'peer-message', id, data | url | error}, {type: 'ps-reply', id, error?, dtype, data, clock, version},
 //                    {type: 'peer-direct', rank, tag, data}, {type: 'peer-lost', rank, reason}
-// A classic script: workers started with `new Worker(url)` cannot use modules with importScripts.
+// A classic script: its importScripts loads the runtime and the job's declared scripts.
 (function () {
   'use strict';
 
   const scope = self;
   const originalImportScripts = scope.importScripts.bind(scope);
   const originalFetch = scope.fetch.bind(scope);
-  const post = scope.postMessage.bind(scope);
   const later = scope.setTimeout.bind(scope);
   const cancelLater = scope.clearTimeout.bind(scope);
   const clock = performance.now.bind(performance);
   const hasOwn = Object.hasOwn;
 
+  // Built-ins the runtime's walls use, taken before any job code runs: job code may replace every
+  // global and prototype it reaches (Request, URL, Array.prototype.includes...), and must not change
+  // what a check sees. Called with Reflect.apply, never as methods of the objects job code passes.
+  const apply = Reflect.apply;
+  const NativeRequest = scope.Request;
+  const NativeURL = scope.URL;
+  const getter = (proto, name) => Object.getOwnPropertyDescriptor(proto, name).get;
+  const requestMethod = getter(NativeRequest.prototype, 'method');
+  const requestUrl = getter(NativeRequest.prototype, 'url');
+  const urlOrigin = getter(NativeURL.prototype, 'origin');
+  const urlHref = getter(NativeURL.prototype, 'href');
+  const setHas = Set.prototype.has;
+  const portPost = MessagePort.prototype.postMessage;
+  const setPortHandler = Object.getOwnPropertyDescriptor(MessagePort.prototype, 'onmessage').set;
+  const eventData = getter(MessageEvent.prototype, 'data');
+  const eventPorts = getter(MessageEvent.prototype, 'ports');
+  const stopEvent = Event.prototype.stopImmediatePropagation;
+  const globalEval = scope.eval;
+
+  // The sandbox script's URL on the appliance (the frame names it before the script's first line; a
+  // warm sandbox learns the run's with its 'load'): job URLs resolve against it.
+  let scriptURL = scope.peermrScriptURL;
+  delete scope.peermrScriptURL;
+  const resolved = url => apply(urlHref, new NativeURL(url, scriptURL), []);
+  Object.defineProperty(scope, 'location', {get: () => new NativeURL(scriptURL), enumerable: true, configurable: true});
+
+  // To the page, over the sandbox's port once the frame has handed it over.
+  let port = null;
+  const unsent = [];
+  function post(message, transfer = []) {
+    if (port) apply(portPost, port, [message, transfer]);
+    else unsent[unsent.length] = [message, transfer];
+  }
+
   // The served script may load versioned codecs.js and collectives.js first (importScripts(codecs, collectives, sandbox)).
-  if (!scope.peermrCodecs) originalImportScripts('/static/worker/codecs.js');
-  if (!scope.peermrCollectives) originalImportScripts('/static/worker/collectives.js');
+  if (!scope.peermrCodecs) originalImportScripts(resolved('/static/worker/codecs.js'));
+  if (!scope.peermrCollectives) originalImportScripts(resolved('/static/worker/collectives.js'));
   const codecs = scope.peermrCodecs;
   const shuffle = codecs.shuffle;
   const collectives = scope.peermrCollectives;
@@ -56,10 +97,12 @@
   const MAX_LOG_LINES = 10000;
   const MAX_WORKER_TIMEOUT = 7 * 24 * 3600;
   const IMPORT_REFUSED = 'importScripts is not available to job code';
+  const POST_REFUSED = 'postMessage is not available to job code: it reaches the page through context only';
 
   Error.stackTraceLimit = 50;  // the job's frames under ours
 
-  let allowedOrigins = [scope.location.origin];
+  const applianceOrigin = apply(urlOrigin, new NativeURL(scriptURL), []);
+  let allowedOrigins = new Set([applianceOrigin]);
   let sealed = false;
   let definition = null;
   let task = null;         // the running task, or the last one (one at a time)
@@ -79,34 +122,43 @@
     Object.defineProperty(scope, name, {value, writable: true, configurable: true});
   }
 
+  // GET and HEAD only, to an allowed origin, without credentials. What goes out is checked on the
+  // request that goes out, through the built-ins taken above; its init has no prototype, so nothing
+  // job code adds to Object.prototype (a method, a body) joins it.
   function sandboxFetch(input, init) {
     let request;
     try {
-      request = new Request(input, init);
+      const first = new NativeRequest(typeof input === 'string' ? resolved(input) : input, init);
+      request = new NativeRequest(first, {__proto__: null, credentials: 'omit'});
     } catch (e) {
       return Promise.reject(e);
     }
-    if (request.method !== 'GET' && request.method !== 'HEAD') {
+    const method = apply(requestMethod, request, []);
+    if (method !== 'GET' && method !== 'HEAD') {
       return Promise.reject(new TypeError('fetch: only GET is allowed in jobs'));
     }
-    const origin = new URL(request.url).origin;
-    if (!allowedOrigins.includes(origin)) {
+    const origin = apply(urlOrigin, new NativeURL(apply(requestUrl, request, [])), []);
+    if (!apply(setHas, allowedOrigins, [origin])) {
       return Promise.reject(new TypeError(
-        `fetch to ${origin} is not allowed by this appliance (allowed: ${allowedOrigins.join(', ')})`));
+        `fetch to ${origin} is not allowed by this appliance (allowed: ${[...allowedOrigins].join(', ')})`));
     }
-    return originalFetch(new Request(request, {credentials: 'omit'}));
+    return originalFetch(request);
   }
 
   // The network and storage limits hold from the start, before any job script (declared ones
   // included) runs: fetch only as above; no other way out (XMLHttpRequest, WebSocket,
-  // EventSource, WebTransport); no nested workers (they would run unsealed); no storage shared
-  // with the worker page's origin (the tab's PMRFS blobs live in its IndexedDB).
+  // EventSource, WebTransport); no nested workers (they would run unsealed); no storage or locks
+  // (the opaque origin has none of the worker page's, and gets none of its own). Job code talks to
+  // the page only through `context`: what it posts itself would go to the frame, which ignores it.
   replaceGlobal('fetch', sandboxFetch);
-  for (const name of ['XMLHttpRequest', 'WebSocket', 'EventSource', 'WebTransport', 'Worker', 'SharedWorker',
-    'indexedDB', 'caches', 'BroadcastChannel']) {
+  replaceGlobal('postMessage', function postMessage() { throw new Error(POST_REFUSED); });
+  for (const name of ['XMLHttpRequest', 'WebSocket', 'WebSocketStream', 'EventSource', 'WebTransport', 'Worker',
+    'SharedWorker', 'indexedDB', 'caches', 'BroadcastChannel']) {
     removeGlobal(name);
   }
-  for (let o = scope.navigator; o; o = Object.getPrototypeOf(o)) if (hasOwn(o, 'storage')) delete o.storage;
+  for (let o = scope.navigator; o; o = Object.getPrototypeOf(o)) {
+    for (const name of ['storage', 'locks']) if (hasOwn(o, name)) delete o[name];
+  }
 
   function seal() {
     sealed = true;
@@ -118,7 +170,7 @@
     reusable = !urls?.length;
     for (const url of urls || []) {
       try {
-        originalImportScripts(url);
+        originalImportScripts(resolved(url));
       } catch (e) {
         throw new Error(`could not load the job script ${url}: ${e.message}`);
       }
@@ -332,7 +384,7 @@
   async function upload(partition, bytes) {
     const reply = await request({type: 'need-put-url', partition}).reply;
     if (!reply.url) throw new Error(`no upload URL for partition ${partition}${reply.error ? `: ${reply.error}` : ''}`);
-    const response = await originalFetch(reply.url, {method: 'PUT', body: bytes, credentials: 'omit'});
+    const response = await originalFetch(resolved(reply.url), {__proto__: null, method: 'PUT', body: bytes, credentials: 'omit'});
     if (!response.ok) throw new Error(`upload of partition ${partition} failed: HTTP ${response.status}`);
     return reply.key;
   }
@@ -547,7 +599,7 @@
     }
     const target = await request({type: 'peer-put-url', rank, tag}).reply;
     if (!target.url) throw new Error(`${what}: no upload URL${target.error ? `: ${target.error}` : ''}`);
-    const response = await originalFetch(target.url, {method: 'PUT', body: data, credentials: 'omit'});
+    const response = await originalFetch(resolved(target.url), {__proto__: null, method: 'PUT', body: data, credentials: 'omit'});
     if (!response.ok) throw new Error(`${what}: the upload failed: HTTP ${response.status}`);
     sent(what, await request({type: 'peer-send', rank, tag, key: target.key, size: data.byteLength}).reply);
   }
@@ -558,7 +610,7 @@
     const message = await timeLimit(reply, timeout, what, () => replies.delete(id));
     if (message.error) throw new Error(`${what} failed: ${message.error}`);
     if (!message.url) return collectives.decodePayload(message.data);
-    const response = await originalFetch(message.url, {credentials: 'omit'});
+    const response = await originalFetch(resolved(message.url), {__proto__: null, credentials: 'omit'});
     if (!response.ok) throw new Error(`${what}: the download failed: HTTP ${response.status}`);
     return collectives.decodePayload(await response.arrayBuffer());
   }
@@ -694,7 +746,7 @@
         if (!hasOwn(wasm, name)) {
           throw new Error(`no WebAssembly binary named ${JSON.stringify(name)} (declared: ${Object.keys(wasm).join(', ') || 'none'})`);
         }
-        return new URL(wasm[name], scope.location.href).href;
+        return resolved(wasm[name]);
       },
     };
   }
@@ -707,7 +759,7 @@
       if (input instanceof Blob) return await input.arrayBuffer();
       if (input instanceof ArrayBuffer || ArrayBuffer.isView(input)) return input;
       if (input && typeof input.url === 'string') {
-        const response = await originalFetch(input.url, {credentials: 'omit'});
+        const response = await originalFetch(resolved(input.url), {__proto__: null, credentials: 'omit'});
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         return await response.arrayBuffer();
       }
@@ -875,7 +927,7 @@
       delivered: Promise.resolve(), completed: false, ended: false, finishing: null,
       lastProgress: -Infinity, progressTimer: null, sinceClock: 0, clockEvery: 1, clockAt: clock(), loopTimer: null,
     };
-    allowedOrigins = [...new Set([scope.location.origin, ...(spec.fetchOrigins || [])])];
+    allowedOrigins = new Set([applianceOrigin, ...(spec.fetchOrigins || [])]);
     task.collectives = collectives.create({
       rank: spec.rank, ranks: spec.workerCount, group: spec.group,
       send: (rank, tag, value, during) => sendPeer(rank, tag, value, true, during),
@@ -889,15 +941,16 @@
 
   const REPLIES = new Set(['put-url', 'peer-sent', 'peer-put-url', 'peer-message', 'ps-reply']);
 
-  scope.addEventListener('message', event => {
-    if (!event.isTrusted) return;  // only the page, not job code dispatching events
-    const message = event.data;
+  function fromPage(event) {
+    const message = apply(eventData, event, []);
     if (message?.type === 'run') {
       start(message.task, message.inputs);
     } else if (message?.type === 'input' && task?.stream && !task.ended && message.taskId === task.spec.taskId) {
       task.stream.arrived(message.producer, message.inputs);
-    } else if (message?.type === 'load' && !sealed && typeof message.script === 'string') {
-      originalImportScripts(message.script);  // a failure is the Worker's error, as a load's is
+    } else if (message?.type === 'load' && !sealed && typeof message.url === 'string' && typeof message.text === 'string') {
+      // A warm sandbox takes on the run's script; a failure is the Worker's error, as a load's is.
+      scriptURL = message.url;
+      globalEval(`${message.text}\n//# sourceURL=${message.url}`);
     } else if (REPLIES.has(message?.type)) {
       const resolve = replies.get(message.id);
       replies.delete(message.id);
@@ -907,6 +960,19 @@
     } else if (message?.type === 'peer-lost' && task) {
       peerLost(message.rank, message.reason);
     }
+  }
+
+  // The frame's first message hands over the port to the page. This listener is the first on `self`
+  // (job scripts load after it), and no later one sees that message.
+  scope.addEventListener('message', event => {
+    if (port || !event.isTrusted) return;
+    const ports = apply(eventPorts, event, []);
+    if (apply(eventData, event, [])?.type !== 'port' || ports.length !== 1) return;
+    apply(stopEvent, event, []);
+    port = ports[0];
+    apply(setPortHandler, port, [fromPage]);
+    for (let i = 0; i < unsent.length; i++) post(unsent[i][0], unsent[i][1]);
+    unsent.length = 0;
   });
 
   scope.peermrSandbox = Object.freeze({loadScripts, seal, define});

@@ -1,5 +1,6 @@
 // Tasks on the worker page: each task the appliance assigns runs in a sandbox Web Worker of its run
-// (static/worker/sandbox.js, started from the run's sandbox script ahead of the task, or kept from
+// (static/worker/sandbox.js, started by static/worker/sandboxes.js in a frame with an opaque origin,
+// from the run's sandbox script ahead of the task, or kept from
 // the run's last task here when the sandbox can give the next one fresh globals); this relays
 // between the sandbox and the appliance's WebSocket (docs/protocol.md).
 //   server -> page  task-prepare, task-assign, task-input, task-cancel, task-put-url-reply
@@ -9,6 +10,7 @@
 // the pieces of each of those maps in a task-input once they are in the store, and passes them on.
 // The sandbox's peer messages and parameter-server requests, once checked here (job code sends
 // them), go to static/worker/peers.js.
+import {Sandboxes} from './sandboxes.js';
 import {sha256Hex} from './sha256.js';
 
 const MAX_TEXT = 2000;
@@ -73,6 +75,7 @@ export class TaskRunner {
   // capacity: how many Web Workers (tasks and spares) may run at once (the tab's share of the cores).
   constructor({getStore, send, onBusy = () => {}, onChange = () => {}, peers = null, capacity = 1}) {
     this.capacity = capacity;
+    this.sandboxes = new Sandboxes();
     this.taskCount = 0;        // tasks run here since the page loaded,
     this.taskMs = 0;           // and the time their Web Workers ran
     this.getStore = getStore;
@@ -107,7 +110,7 @@ export class TaskRunner {
     const warm = this.fromWarm(warmUrl, script);
     if (warm) return this.keep(script, warm, true);
     if (this.live >= this.capacity) return;  // the task then starts its own when it comes
-    this.keep(script, new Worker(script), true);
+    this.keep(script, this.sandboxes.start(script), true);
   }
 
   // The warm sandbox, now loading the run's script, when the run may use it; else null.
@@ -115,7 +118,7 @@ export class TaskRunner {
     if (!this.warm || this.warm.url !== warmUrl) return null;
     const {worker} = this.warm;
     this.warm = null;
-    worker.postMessage({type: 'load', script});
+    worker.load(script);
     return worker;
   }
 
@@ -129,7 +132,7 @@ export class TaskRunner {
     this.warm?.worker.terminate();
     this.warm = null;
     if (this.live >= this.capacity) return;
-    const warm = {url: this.warmUrl, worker: new Worker(this.warmUrl)};
+    const warm = {url: this.warmUrl, worker: this.sandboxes.start(this.warmUrl)};
     warm.worker.onerror = event => {  // the allow-list changed since the run started: no warm one
       event.preventDefault?.();
       warm.worker.terminate();
@@ -177,7 +180,7 @@ export class TaskRunner {
       this.warm.worker.terminate();
       this.warm = null;
     }
-    return {worker: new Worker(script), said: []};
+    return {worker: this.sandboxes.start(script), said: []};
   }
 
   ready(script, m) {

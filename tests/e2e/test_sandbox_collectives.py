@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from appliance.jobs.sandbox_policy import frame_policy
+from appliance.jobs.sandbox_routes import FRAME
 from tests.support import QuietHandler
 
 pytestmark = pytest.mark.e2e
@@ -221,12 +223,24 @@ class Handler(QuietHandler):
                 return self.reply(200, file.read_bytes(), "text/javascript")
         if path.startswith("/s3/") and path[4:] in self.bucket:
             return self.reply(200, self.bucket[path[4:]], "application/octet-stream")
-        if path.startswith("/runs/") and path.endswith("/sandbox.js") and path.split("/")[2] in self.scripts:
+        if path.startswith("/runs/") and path.split("/")[2] in self.scripts:
             origin = f"http://{self.headers['host']}"
-            csp = f"default-src 'none'; script-src {origin}; connect-src {origin}"
-            script = self.scripts[path.split("/")[2]].encode()
-            return self.reply(200, script, "text/javascript", {"content-security-policy": csp})
+            if path.endswith("/sandbox.html"):  # the appliance's sandbox frame, under its policy
+                return self.reply(
+                    200, FRAME.encode(), "text/html", {"content-security-policy": frame_policy(origin, [], [])}
+                )
+            if path.endswith("/sandbox.js"):
+                script = self.scripts[path.split("/")[2]].replace("ORIGIN", origin)
+                return self.reply(200, script.encode(), "text/javascript")
         return self.reply(404)
+
+    def end_headers(self):
+        self.send_header("access-control-allow-origin", "*")  # static/ and the bucket, as the appliance's
+        super().end_headers()
+
+    def do_OPTIONS(self):
+        methods = {"access-control-allow-methods": "GET, HEAD, PUT", "access-control-allow-headers": "*"}
+        return self.reply(204, headers=methods)
 
     def do_PUT(self):
         path = self.path.split("?")[0]
@@ -567,7 +581,7 @@ def test_blob_transfers_reuse_connections_and_fail_fast_when_a_channel_closes(wo
 
 def sandbox_script(stages: list[str]) -> str:
     return (
-        "importScripts('/static/worker/sandbox.js?v=e2e');\n"
+        "importScripts('ORIGIN/static/worker/sandbox.js?v=e2e');\n"
         "peermrSandbox.loadScripts([]);\n"
         "peermrSandbox.seal();\n"
         "peermrSandbox.define({input: null, stages: [\n" + ",\n".join(stages) + "\n]});\n"
@@ -738,20 +752,30 @@ def test_a_lost_rank_fails_the_collective_and_early_direct_messages_wait_for_the
     assert late["type"] == "task-done" and late["records"] == [[2, "waited for you"]]
 
 
-def test_a_malformed_peer_request_of_job_code_fails_its_task(workers):
+def test_job_code_reaches_the_page_only_through_context_and_the_page_checks_what_a_sandbox_says(workers):
+    # Job code's own postMessage would go to the sandbox's frame, not the page: it is refused, plainly.
     Handler.scripts["forged"] = sandbox_script(
         [
             "async function forged() {"
-            " postMessage({type: 'peer-send', id: 1, rank: 9, tag: 'x', data: new ArrayBuffer(8)});"
-            " await new Promise(() => {}); }",
-            "async function forged() { postMessage({type: 'ps', id: 1, op: 'update', key: 'k', dtype: 'float32', "
-            "data: new ArrayBuffer(8), fn: 'pow'}); await new Promise(() => {}); }",
+            " postMessage({type: 'peer-send', id: 1, rank: 9, tag: 'x', data: new ArrayBuffer(8)}); }",
+            "async function waits() { await new Promise(() => {}); }",
         ]
     )
+    [end] = workers.evaluate("assigns => harness.run(assigns)", [["w0", assign("forged", 9, 0, 0)]])
+    assert end["error"] == "postMessage is not available to job code: it reaches the page through context only"
+
+    # What a sandbox says is checked all the same: a malformed request, had one got through, fails its
+    # task with the reason.
     ends = workers.evaluate(
-        "assigns => harness.run(assigns)", [["w0", assign("forged", 9, 0, 0)], ["w1", assign("forged", 9, 1, 0)]]
+        """async assign => {
+  const w = harness.workers.get('w1');
+  const ended = harness.run([['w1', assign]]);
+  const running = () => w.tasks.tasks.get(assign.taskId);
+  const task = await harness.until('the task', () => running()?.worker && running());
+  const data = new ArrayBuffer(8);
+  w.tasks.fromSandbox(task, {type: 'ps', id: 1, op: 'update', key: 'k', dtype: 'float32', data, fn: 'pow'});
+  return ended;
+}""",
+        assign("forged", 9, 1, 0),
     )
-    assert sorted(end["error"] for end in ends) == [
-        "the sandbox sent an invalid peer-send request: 9 is not another rank of this stage",
-        'the sandbox sent an invalid ps request: unknown update "pow"',
-    ]
+    assert [end["error"] for end in ends] == ['the sandbox sent an invalid ps request: unknown update "pow"']

@@ -1,8 +1,9 @@
 """Tasks in real Chromium without the appliance's engine: the worker page's TaskRunner
 (static/worker/tasks.js) runs sandbox scripts shaped like the appliance's (importScripts
-sandbox.js, seal, define) under the same Content-Security-Policy, with the tab's real BlobStore.
-A small HTTP server stands in for the appliance: it serves static/, the sandbox scripts, an
-S3-like bucket and an echo endpoint; a second one is another origin."""
+sandbox.js, seal, define) in the appliance's sandbox frames, under the same Content-Security-Policy,
+with the tab's real BlobStore. A small HTTP server stands in for the appliance: it serves static/
+(readable from any origin, as the appliance's), the sandbox scripts and frames, an S3-like bucket
+and an echo endpoint; a second one is another origin."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from appliance.jobs import codecs
-from appliance.jobs.sandbox_policy import content_security_policy
+from appliance.jobs.sandbox_policy import frame_policy
+from appliance.jobs.sandbox_routes import FRAME
 from tests.support import QuietHandler
 
 pytestmark = pytest.mark.e2e
@@ -102,26 +104,34 @@ class Handler(QuietHandler):
             if STATIC in file.parents and file.is_file():
                 return self.reply(200, file.read_bytes(), TYPES.get(file.suffix, "application/octet-stream"))
             return self.reply(404)
-        if path.startswith("/runs/") and path.endswith("/sandbox.js"):
+        if path.startswith("/runs/") and path.endswith(("/sandbox.js", "/sandbox.html")):
             name = path.split("/")[2]
             if name not in self.scripts:
                 return self.reply(404)
             script, connect = self.scripts[name]
-            csp = content_security_policy(self.origin, [], connect)  # the appliance's own
-            return self.reply(200, script.encode(), "text/javascript", {"content-security-policy": csp})
+            if path.endswith(".js"):
+                return self.reply(200, script.encode(), "text/javascript")
+            csp = frame_policy(self.origin, [], connect)  # the appliance's own
+            return self.reply(200, FRAME.encode(), "text/html", {"content-security-policy": csp})
         if path.startswith("/s3/") and path[4:] in self.bucket:
             return self.reply(200, self.bucket[path[4:]], "application/octet-stream")
         if path == "/echo":
             cookie = self.headers.get("cookie") or ""
-            return self.reply(
-                200, json.dumps({"cookie": cookie}).encode(), "application/json", {"access-control-allow-origin": "*"}
-            )
+            return self.reply(200, json.dumps({"cookie": cookie}).encode(), "application/json")
         if path == "/tick":
             self.ticks[url.query] += 1
             return self.reply(200)
         if path == "/wasm/add.wasm":
             return self.reply(200, ADD_WASM, "application/wasm")
         return self.reply(404)
+
+    def end_headers(self):
+        self.send_header("access-control-allow-origin", "*")
+        super().end_headers()
+
+    def do_OPTIONS(self):
+        methods = {"access-control-allow-methods": "GET, HEAD, PUT", "access-control-allow-headers": "*"}
+        return self.reply(204, headers=methods)
 
     def do_PUT(self):
         path = urlsplit(self.path).path
@@ -132,7 +142,7 @@ class Handler(QuietHandler):
 
     def do_POST(self):
         self.posts.append(self.path)
-        return self.reply(200, headers={"access-control-allow-origin": "*"})
+        return self.reply(200)
 
 
 def serve() -> tuple[ThreadingHTTPServer, str]:
@@ -155,7 +165,7 @@ def servers():
 def sandbox_script(stages: list[str], input_fn: str | None = None, scripts: tuple[str, ...] = ()) -> str:
     """What the appliance serves for a run: the runtime, the job's scripts, the seal, then the job."""
     return (
-        "importScripts('/static/worker/sandbox.js?v=e2e');\n"
+        f"importScripts('{Handler.origin}/static/worker/sandbox.js?v=e2e');\n"
         f"peermrSandbox.loadScripts({json.dumps(list(scripts))});\n"
         "peermrSandbox.seal();\n"
         f"peermrSandbox.define({{\ninput: {input_fn or 'null'},\nstages: [\n" + ",\n".join(stages) + "\n]});\n"
@@ -517,7 +527,7 @@ def test_errors_fail_the_task_with_the_job_code_stack(harness, servers):
 
     # A sandbox script that does not parse, or is not there.
     Handler.scripts["broken"] = (
-        "importScripts('/static/worker/sandbox.js');\npeermrSandbox.define({stages: [function (]});",
+        f"importScripts('{Handler.origin}/static/worker/sandbox.js');\npeermrSandbox.define({{stages: [function (]}});",
         [],
     )
     end, _ = harness.run("/runs/broken/sandbox.js")

@@ -1,0 +1,55 @@
+// The job sandbox's frame: a hidden iframe of the worker page whose origin is opaque (the page's
+// sandbox="allow-scripts", and the `sandbox` directive of its response), served under the run's
+// Content-Security-Policy (jobs/sandbox_routes.py). It starts each sandbox Web Worker from the
+// script text the page fetched, as a blob: URL of this frame, so the Web Worker takes this frame's
+// opaque origin and policy: no request job code makes carries the employee's cookies, and no
+// storage of the worker page's origin is in its reach (docs/architecture.md, "The sandbox").
+//   page -> frame   window message {type: 'connect'} with the control port, once
+//   control port:   page -> frame  {type: 'spawn', id, url, text} with the sandbox's port,
+//                                  {type: 'terminate', id}
+//                   frame -> page  {type: 'connected'} (once), {type: 'error', id, message, filename, lineno, colno}
+// The frame hands each Web Worker its port ({type: 'port'}), over which the page and the sandbox
+// talk directly. It listens to nothing the Web Workers send: job code cannot reach the page here.
+(function () {
+  'use strict';
+
+  const sandboxes = new Map();  // id -> {worker, source (its blob: URL)}
+  let control = null;
+
+  function spawn({id, url, text}, port) {
+    // The first line names the script's URL on the appliance (the runtime resolves against it); the
+    // last makes stack frames name it too, where the appliance maps them back to the job script.
+    const source = URL.createObjectURL(new Blob(
+      [`self.peermrScriptURL = ${JSON.stringify(url)}; ${text}\n//# sourceURL=${url}\n`],
+      {type: 'text/javascript'}));
+    const worker = new Worker(source);
+    worker.onerror = event => {
+      event.preventDefault();
+      const filename = String(event.filename || '').startsWith('blob:') ? url : event.filename;
+      control.postMessage({type: 'error', id, message: event.message, filename, lineno: event.lineno, colno: event.colno});
+    };
+    worker.postMessage({type: 'port'}, [port]);
+    sandboxes.set(id, {worker, source});
+  }
+
+  function terminate(id) {
+    const sandbox = sandboxes.get(id);
+    if (!sandbox) return;
+    sandboxes.delete(id);
+    sandbox.worker.terminate();
+    URL.revokeObjectURL(sandbox.source);
+  }
+
+  addEventListener('message', event => {
+    if (control || event.source !== parent || event.data?.type !== 'connect' || event.ports.length !== 1) return;
+    control = event.ports[0];
+    control.onmessage = ({data, ports}) => {
+      if (data?.type === 'spawn' && typeof data.id === 'number' && typeof data.text === 'string' && ports.length === 1) {
+        spawn(data, ports[0]);
+      } else if (data?.type === 'terminate') {
+        terminate(data.id);
+      }
+    };
+    control.postMessage({type: 'connected'});
+  });
+})();

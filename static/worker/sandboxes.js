@@ -1,0 +1,161 @@
+// Job sandboxes of the worker page (docs/architecture.md, "The sandbox"). Job code is hostile, and
+// the page is same-origin with the dashboard: a Web Worker started from a URL of the appliance
+// would send the employee's cookies with every request job code made. So each sandbox Web Worker
+// runs inside a hidden frame with an opaque origin (static/worker/sandbox-frame.js), one frame per
+// sandbox policy: /worker/runs/<id>/sandbox.html for a run, /worker/sandbox.html?origins=... for
+// a warm sandbox, each under that policy's Content-Security-Policy. The page fetches the sandbox
+// script (with its own cookie, which job code never sees) and hands the frame its text.
+//
+// start(script) gives what tasks.js uses of a Web Worker: postMessage, terminate, onmessage,
+// onerror and onmessageerror, plus load(script) for a warm sandbox taking on a run's script. Its
+// messages go over a MessagePort straight to the sandbox; the frame only starts and stops them.
+const FRAME_TIMEOUT_MS = 30_000;  // a frame that has not answered by then failed to load
+const FRAME_LINGER_MS = 60_000;   // a frame without sandboxes is kept this long for the run's next task
+
+// The sandbox script's text, or an Error that says why not (the run ended, the network).
+async function scriptText(script) {
+  try {
+    const response = await fetch(script);
+    if (response.ok) return await response.text();
+    return new Error(`the sandbox script ${script} could not be loaded: HTTP ${response.status}`);
+  } catch (e) {
+    return new Error(`the sandbox script ${script} could not be loaded: ${e.message || e}`);
+  }
+}
+
+class Frame {
+  constructor(url, onIdle) {
+    this.url = url;
+    this.onIdle = onIdle;
+    this.live = 0;
+    this.linger = null;
+    this.iframe = document.createElement('iframe');
+    this.iframe.sandbox = 'allow-scripts';
+    this.iframe.hidden = true;
+    this.iframe.src = url;
+    const channel = new MessageChannel();
+    this.control = channel.port1;
+    this.failed = new Map();  // sandbox id -> its onerror, for the frame's reports
+    // Once the frame's script has run (its load event), it gets the control port and answers on it.
+    this.connected = new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the sandbox frame ${url} did not load`)), FRAME_TIMEOUT_MS);
+      this.control.onmessage = ({data}) => {
+        if (data?.type === 'connected') {
+          clearTimeout(timer);
+          resolve();
+        } else if (data?.type === 'error') {
+          this.failed.get(data.id)?.(data);
+        }
+      };
+      this.iframe.addEventListener('load', () => {
+        this.iframe.contentWindow.postMessage({type: 'connect'}, '*', [channel.port2]);
+      }, {once: true});
+    });
+    this.connected.catch(() => {});
+    document.body.append(this.iframe);
+  }
+
+  spawn(id, url, text, port, onError) {
+    clearTimeout(this.linger);
+    this.live++;
+    this.failed.set(id, onError);
+    this.connected.then(
+      () => this.control.postMessage({type: 'spawn', id, url, text}, [port]),
+      e => onError({message: e.message}));
+  }
+
+  terminate(id) {
+    if (!this.failed.delete(id)) return;
+    this.control.postMessage({type: 'terminate', id});
+    if (--this.live === 0) this.linger = setTimeout(() => this.onIdle(this), FRAME_LINGER_MS);
+  }
+
+  remove() {
+    this.control.close();
+    this.iframe.remove();
+  }
+}
+
+// One sandbox Web Worker, as the page sees it.
+class Sandbox {
+  constructor(sandboxes, id) {
+    this.sandboxes = sandboxes;
+    this.id = id;
+    this.frame = null;
+    this.ended = false;
+    this.onmessage = null;
+    this.onerror = null;
+    this.onmessageerror = null;
+    this.loading = null;  // a load under way (its script text is fetched first)
+    const channel = new MessageChannel();
+    this.port = channel.port1;
+    this.remote = channel.port2;
+    this.port.onmessage = event => this.onmessage?.(event);
+    this.port.onmessageerror = event => this.onmessageerror?.(event);
+  }
+
+  // After a load, messages wait for it: the run's script is defined before its task runs.
+  postMessage(message, transfer = []) {
+    const send = () => { if (!this.ended) this.port.postMessage(message, transfer); };
+    if (this.loading) this.loading.then(send);
+    else send();
+  }
+
+  // The Web Worker's error, as a Web Worker's onerror would see it.
+  error({message = '', filename = '', lineno = 0, colno = 0}) {
+    if (!this.ended) this.onerror?.({message, filename, lineno, colno, preventDefault() {}});
+  }
+
+  async start(script) {
+    const text = await scriptText(script);
+    if (this.ended) return;
+    if (text instanceof Error) return this.error({message: text.message});
+    this.frame = this.sandboxes.frame(script);
+    this.frame.spawn(this.id, new URL(script, location.href).href, text, this.remote, data => this.error(data));
+  }
+
+  // A warm sandbox takes on the run's script (the runtime evaluates it).
+  load(script) {
+    const loading = this.loading || Promise.resolve();
+    this.loading = loading.then(() => scriptText(script)).then(text => {
+      if (text instanceof Error) this.error({message: text.message});
+      else if (!this.ended) this.port.postMessage({type: 'load', url: new URL(script, location.href).href, text});
+    });
+  }
+
+  terminate() {
+    if (this.ended) return;
+    this.ended = true;
+    this.frame?.terminate(this.id);
+    this.port.close();
+  }
+}
+
+export class Sandboxes {
+  constructor() {
+    this.frames = new Map();  // frame URL -> Frame
+    this.nextId = 1;
+  }
+
+  // A new sandbox Web Worker started from `script` (a sandbox script URL of the appliance).
+  start(script) {
+    const sandbox = new Sandbox(this, this.nextId++);
+    sandbox.start(script);
+    return sandbox;
+  }
+
+  // The frame of a sandbox script's policy: the same URL with sandbox.html for sandbox.js.
+  frame(script) {
+    const url = script.replace(/sandbox\.js(?=\?|$)/, 'sandbox.html');
+    let frame = this.frames.get(url);
+    if (!frame) {
+      frame = new Frame(url, idle => {
+        if (this.frames.get(url) !== idle || idle.live) return;
+        this.frames.delete(url);
+        idle.remove();
+      });
+      this.frames.set(url, frame);
+    }
+    return frame;
+  }
+}
