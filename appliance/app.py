@@ -85,6 +85,7 @@ from appliance.turn.service import TurnService
 from appliance.web import ops, pages, settings_routes
 from appliance.web.errors import EXCEPTION_HANDLERS
 from appliance.web.formatting import register_filters
+from appliance.web.json_bodies import BoundedJSONRequest
 from appliance.web.security_headers import SecurityHeadersMiddleware
 from appliance.web.static_cache import StaticCacheMiddleware
 
@@ -258,6 +259,7 @@ def create_app(settings: Settings) -> Litestar:
             openapi_router=Router(path="/schema", route_handlers=[], opt=access(PUBLIC)),
         ),
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=BoundedJSONRequest,
         dependencies={"settings": Provide(lambda: settings, use_cache=True, sync_to_thread=False)},
         state=State(
             {

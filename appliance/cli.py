@@ -18,6 +18,7 @@ from appliance.audit.context import command_line
 from appliance.billing import cli as billing_cli
 from appliance.commands import CommandError, command_settings
 from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings
+from appliance.data_dir import keep_private, warn_if_exposed
 from appliance.errors import ServiceError
 from appliance.jobs import cli as jobs_cli
 from appliance.pmrfs import cli as pmrfs_cli
@@ -39,6 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     settings = command_settings(args)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    warn_if_exposed(settings)
     app = create_app(settings)
     # The modules and the app live as long as the server: out of the cyclic collector's sight, its
     # full collections walk only what requests and runs make. A full one over these ~180,000
@@ -114,6 +116,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     if not server or not token:
         raise CommandError("--server and --token are required (or PEERMR_SERVER and PEERMR_TOKEN)")
     data_dir = Path(args.data_dir or os.environ.get("PEERMR_DATA_DIR") or DEFAULT_DATA_DIR)
+    keep_private()  # the browser profiles hold the workers' session cookies and PMRFS blobs
     run_workers(server, token, args.count, args.chromium, data_dir, args.gpu)
 
 

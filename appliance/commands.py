@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from appliance.config import Settings, load_settings
+from appliance.data_dir import keep_private
 from appliance.errors import ServiceError
 
 # The flags a command may take that override settings (see config.py for the precedence).
@@ -18,5 +19,7 @@ class CommandError(ServiceError):
 
 
 def command_settings(args: argparse.Namespace) -> Settings:
-    """The appliance's settings with the command's flags on top."""
+    """The appliance's settings with the command's flags on top. Whatever the command creates from
+    here on (every command calling this works on the data dir) is its user's alone."""
+    keep_private()
     return load_settings({name: getattr(args, name, None) for name in SETTINGS_FLAGS})

@@ -97,7 +97,7 @@ class Session:
                     await self.close(CLOSE_TOO_BIG, "message too large")
                     return
                 try:
-                    message = p.incoming_decoder.decode(raw)
+                    message = p.decode_message(raw)
                 except msgspec.DecodeError as exc:
                     await self.refuse("malformed", f"not a valid message: {exc}")
                     continue

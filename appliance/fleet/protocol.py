@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from appliance.json_depth import TOO_DEEP, too_deep
+
 # A reduce task's done message lists one output per partition and flush, so this is generous.
 MAX_MESSAGE_BYTES = 1024 * 1024
 WORKER_ID_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
@@ -570,6 +572,18 @@ def encode_frame(frame: Frame) -> bytes:
     return len(header).to_bytes(4, "little") + header + bytes(frame.payload)
 
 
+def _decode(decoder: msgspec.json.Decoder, text: bytes | str):
+    # Nesting is refused before the decoder recurses into it (appliance/json_depth.py).
+    if too_deep(text):
+        raise msgspec.DecodeError(TOO_DEEP)
+    return decoder.decode(text)
+
+
+def decode_message(text: str) -> Incoming:
+    """A text frame's message; raises msgspec.DecodeError for anything else."""
+    return _decode(incoming_decoder, text)
+
+
 def decode_frame(data: bytes) -> tuple[PsWrite | PsUpdate, memoryview]:
     """Split a binary frame; raises ValueError (bad layout) or msgspec.DecodeError (bad header)."""
     if len(data) < 4:
@@ -578,4 +592,4 @@ def decode_frame(data: bytes) -> tuple[PsWrite | PsUpdate, memoryview]:
     if size > MAX_HEADER_BYTES or 4 + size > len(data):
         raise ValueError(f"a binary frame's header length ({size}) does not fit the frame")
     view = memoryview(data)
-    return binary_header_decoder.decode(view[4 : 4 + size]), view[4 + size :]
+    return _decode(binary_header_decoder, bytes(view[4 : 4 + size])), view[4 + size :]

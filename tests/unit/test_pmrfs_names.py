@@ -32,6 +32,7 @@ def test_good_bucket_names(name):
         ("my..bucket", "two dots"),
         ("192.168.1.1", "IP address"),
         ("10.0.0.255", "IP address"),
+        ("abc\n", "lowercase"),  # a regex's $ would match before that trailing newline
     ],
 )
 def test_bad_bucket_names(name, why):
@@ -41,7 +42,16 @@ def test_bad_bucket_names(name, why):
 
 @pytest.mark.parametrize(
     "key",
-    ["a", "report.csv", "a/b/c.txt", "spaces are fine.txt", "ünïcødé/日本.txt", "x" * MAX_KEY_BYTES, "a/.hidden"],
+    [
+        "a",
+        "report.csv",
+        "a/b/c.txt",
+        "spaces are fine.txt",
+        "ünïcødé/日本.txt",
+        "x" * MAX_KEY_BYTES,
+        "a/.hidden",
+        "\u00a0no-break space, just past C1",
+    ],
 )
 def test_good_keys(key):
     assert check_key(key) == key
@@ -59,10 +69,22 @@ def test_good_keys(key):
         ("a/./b", "segments"),
         ("a/../b", "segments"),
         ("..", "segments"),
-        ("a\nb", "control"),
-        ("a\x00b", "control"),
+        ("a\nb", "control character U\\+000A"),
+        ("a\x00b", "control character U\\+0000"),
+        ("a\x1fb", "control character U\\+001F"),
+        ("a\x7fb", "control character U\\+007F"),
+        ("a\x80b", "control character U\\+0080"),
+        ("a\x9bb", "control character U\\+009B"),  # C1's CSI: starts a terminal escape sequence
+        ("a\\..\\..\\x", "backslash .* path separator"),
+        ("dir\\file", "backslash"),
+        ("a\ud800b", r"lone surrogate \(U\+D800\)"),
     ],
 )
 def test_bad_keys(key, why):
     with pytest.raises(InvalidName, match=why):
         check_key(key)
+
+
+def test_a_refused_character_is_pointed_at():
+    with pytest.raises(InvalidName, match=r"character 7 of 'report\\tcsv'"):
+        check_key("report\tcsv")
