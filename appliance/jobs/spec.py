@@ -47,6 +47,7 @@ from py_mini_racer import (
 
 from appliance.errors import InvalidRequest
 from appliance.jobs.sandbox_policy import is_appliance_path
+from appliance.json_depth import MAX_DEPTH, too_deep
 
 log = logging.getLogger(__name__)
 
@@ -753,6 +754,8 @@ def extract_spec(script: str, *, time_limit: float = TIME_LIMIT, memory_limit: i
         text = _evaluate_in_child(script, time_limit, memory_limit)
     else:  # no fork (Windows): the isolate's own limits only
         text = _evaluate(script, time_limit, memory_limit)
+    if too_deep(text):  # a value the script built, nested deeper than json.loads can recurse
+        raise ScriptError(f"the job the script declares nests arrays or objects more than {MAX_DEPTH} levels deep")
     try:
         outcome = json.loads(text)
         started, record = outcome["started"], outcome["record"]

@@ -1,7 +1,8 @@
 """Hostile input gets a 4xx with a message, never a 500, and the appliance keeps serving.
 
 JSON nested 200,000 deep made the decoders raise RecursionError (a 500 on every JSON route, a
-crashed worker connection); PMRFS took object keys with backslashes and C1 control characters.
+crashed worker connection), and so did a job script that built a value 3,000 deep; PMRFS took
+object keys with backslashes and C1 control characters, and a bucket name ending in a newline.
 """
 
 from __future__ import annotations
@@ -57,9 +58,7 @@ def still_serving(appliance, api) -> None:
     ],
 )
 def test_deep_json_gets_400_with_a_message(appliance, api, job_id, method, path, body):
-    refused = api.request(
-        method, path.format(job=job_id), content=body, headers={"content-type": "application/json"}
-    )
+    refused = api.request(method, path.format(job=job_id), content=body, headers={"content-type": "application/json"})
     assert refused.status_code == 400, refused.text
     assert refused.json() == {"status_code": 400, "detail": f"JSON may nest arrays and objects {TOO_DEEP}."}
     still_serving(appliance, api)
@@ -83,6 +82,19 @@ def test_json_as_deep_as_the_limit_is_decoded(api):
         "/api/v1/jobs", content="[" * MAX_DEPTH + "]" * MAX_DEPTH, headers={"content-type": "application/json"}
     )
     assert at_limit.status_code == 400 and TOO_DEEP not in at_limit.text
+
+
+def test_a_script_that_builds_a_deep_value_gets_400(appliance, api):
+    """The job a script declares comes back from V8 as JSON, which nests as deep as the script likes."""
+    deep_value = "let x = []; for (let i = 0; i < 3000; i++) x = [x];\nexecution.gpuRequirements = {info: x};\n"
+    script = job_script().replace("execution.start", deep_value + "execution.start")
+    refused = api.post("/api/v1/jobs", json={"name": "deep-value", "script": script})
+    assert refused.status_code == 400
+    assert (
+        refused.json()["detail"]
+        == f"the job the script declares nests arrays or objects more than {MAX_DEPTH} levels deep"
+    )
+    still_serving(appliance, api)
 
 
 def test_an_oversized_json_body_gets_413_and_nothing_is_saved(appliance, api):
