@@ -65,8 +65,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     log_level: str = "info"
     # Idle dashboard sessions expire after this many hours.
     session_hours: int = 12
-    # Failed sign-ins allowed per email (or per client address, times four) in the window.
+    # Sign-in throttling (appliance/accounts/throttle.py): one email from one client address may fail
+    # this many times, then waits the first wait, doubled at each further failure up to the longest.
+    # An address that fails four times as often in the window, whatever the emails, waits too.
     login_max_failures: int = 5
+    login_first_wait_seconds: int = 30
+    login_max_wait_minutes: int = 15
     login_window_minutes: int = 15
     # PMRFS: the largest object one upload may create (larger ones get 413 and store nothing),
     # and how many browsers should hold each blob (on distinct workers).
@@ -233,6 +237,13 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"timezone {settings.timezone!r} is not a known time zone (e.g. UTC, Europe/Paris)") from None
     if settings.session_hours < 1:
         raise ConfigError("session_hours must be at least 1")
+    for name in ("login_max_failures", "login_first_wait_seconds", "login_max_wait_minutes", "login_window_minutes"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"{name} must be at least 1")
+    for name in ("login_max_wait_minutes", "login_window_minutes"):
+        # Sign-in failures are forgotten after a day (throttle.MEMORY).
+        if getattr(settings, name) > 24 * 60:
+            raise ConfigError(f"{name} must be at most 1440 (a day)")
     if settings.pmrfs_max_upload_bytes < 0:
         raise ConfigError("pmrfs_max_upload_bytes must not be negative")
     try:

@@ -249,8 +249,9 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None) -> su
 class Client(httpx.Client):
     """A browser-like client: keeps cookies, finds the CSRF token of the last page."""
 
-    def __init__(self, base_url: str):
-        super().__init__(base_url=base_url, follow_redirects=False, timeout=30)
+    def __init__(self, base_url: str, **kwargs):
+        """``kwargs`` go to httpx.Client (a transport bound to another loopback address, for one)."""
+        super().__init__(base_url=base_url, follow_redirects=False, timeout=30, **kwargs)
 
     def csrf(self) -> str:
         """The CSRF token forms carry: the value of the csrftoken cookie any page sets."""

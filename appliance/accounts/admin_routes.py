@@ -1,4 +1,4 @@
-"""Admin pages: accounts and enrolment links."""
+"""Admin pages: accounts (and their sign-in lockouts) and enrolment links."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Redirect, Response, Template
 
-from appliance.accounts import enrolment, users
+from appliance.accounts import enrolment, throttle, users
 from appliance.accounts.auth import ADMIN, access
 from appliance.accounts.forms import (
     ActiveForm,
     EnrolmentForm,
     Form,
+    LockoutForm,
     NewAccountForm,
     RoleForm,
 )
@@ -35,7 +36,7 @@ async def admin_home() -> Redirect:
 
 
 async def _accounts_page(
-    request: Request, *, status_code: int = 200, error: str | None = None, created=None, form=None
+    request: Request, settings: Settings, *, status_code: int = 200, error: str | None = None, created=None, form=None
 ):
     return page(
         request,
@@ -43,6 +44,7 @@ async def _accounts_page(
         status_code=status_code,
         accounts=await users.list_all(),
         roles=ROLES,
+        lockouts=await throttle.lockouts(throttle.Policy.of(settings)),
         error=error,
         created=created,
         form=form or NewAccountForm(),
@@ -50,17 +52,19 @@ async def _accounts_page(
 
 
 @get("/ui/admin/accounts", opt=access(ADMIN), include_in_schema=False)
-async def accounts_page(request: Request) -> Template:
-    return await _accounts_page(request)
+async def accounts_page(request: Request, settings: NamedDependency[Settings]) -> Template:
+    return await _accounts_page(request, settings)
 
 
 @post("/ui/admin/accounts", opt=access(ADMIN), include_in_schema=False)
-async def create_account(request: Request, data: Form[NewAccountForm]) -> Template:
+async def create_account(
+    request: Request, data: Form[NewAccountForm], settings: NamedDependency[Settings]
+) -> Template:
     try:
         account, generated = await users.create_user(data.email, data.role, data.password or None)
     except ServiceError as exc:
-        return await _accounts_page(request, status_code=400, error=str(exc), form=data)
-    return await _accounts_page(request, created={"account": account, "password": generated})
+        return await _accounts_page(request, settings, status_code=400, error=str(exc), form=data)
+    return await _accounts_page(request, settings, created={"account": account, "password": generated})
 
 
 async def _row_or_redirect(request: Request, account: users.Account, message: str, *, password: str | None = None):
@@ -108,6 +112,26 @@ async def reset_password(request: Request, user_id: FromPath[int]) -> Response:
     except ServiceError as exc:
         return await _refused(request, user_id, exc)
     return await _row_or_redirect(request, account, "", password=password)
+
+
+@post("/ui/admin/lockouts/clear", opt=access(ADMIN), include_in_schema=False)
+async def clear_lockout(request: Request, data: Form[LockoutForm], settings: NamedDependency[Settings]) -> Response:
+    """The failures behind one lockout are forgotten: that email (or every email) may try again from that address."""
+    policy = throttle.Policy.of(settings)
+    try:
+        lockout = await throttle.clear(policy, data.email.strip().lower(), data.address.strip())
+    except ServiceError as exc:
+        level, message = "error", str(exc)
+    else:
+        level, message = "success", f"The lockout of {lockout.target} is cleared."
+    if not is_htmx(request):
+        return redirect("/ui/admin/accounts", message, level)
+    return page(
+        request,
+        "accounts/admin/_lockouts.html",
+        lockouts=await throttle.lockouts(policy),
+        oob_flashes=[(level, message)],
+    )
 
 
 async def _enrolment_page(request: Request, settings: Settings, *, status_code=200, error=None, created=None):
@@ -175,6 +199,7 @@ ROUTES = [
     change_role,
     change_active,
     reset_password,
+    clear_lockout,
     enrolment_page,
     create_enrolment,
     revoke_enrolment,

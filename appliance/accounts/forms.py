@@ -44,6 +44,11 @@ class ActiveForm(msgspec.Struct):
     active: str = ""
 
 
+class LockoutForm(msgspec.Struct):
+    email: str = ""  # empty: the address's lockout for every email
+    address: str = ""
+
+
 class EnrolmentForm(msgspec.Struct):
     account_id: str = ""
     label: str = ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from urllib.parse import quote
 
 from litestar import Request, get, post
@@ -60,29 +59,37 @@ async def login(request: Request, data: Form[LoginForm], settings: NamedDependen
     email = data.email.strip().lower()
     client = client_address(request)
 
-    async def refuse(message: str, status: int, action: str = signin.FAILED, **detail: object) -> Template:
-        await signin.refused(request, email, signin.PASSWORD, message, action, **detail)
+    async def refuse(message: str, status: int, **detail: object) -> Template:
+        await signin.refused(request, email, signin.PASSWORD, message, **detail)
         return login_form(request, settings, next=data.next, email=email, error=message, status=status)
 
     password_off = f"Password sign-in is turned off here: sign in with {settings.sso_name}."
     if not settings.password_login and email != sso.break_glass_email(settings):
         return await refuse(password_off, 403)
+    if not email:
+        return login_form(request, settings, next=data.next, error="Enter your email address.", status=400)
+    policy = throttle.Policy.of(settings)
     try:
-        await throttle.check(
-            email, client, settings.login_max_failures, dt.timedelta(minutes=settings.login_window_minutes)
-        )
+        await throttle.attempt(policy, email, client)
     except throttle.Throttled as exc:
-        return await refuse(str(exc), exc.status, signin.THROTTLED, by=exc.by)
+        signin.held(request, email, exc.lockout)
+        response = login_form(request, settings, next=data.next, email=email, error=str(exc), status=exc.status)
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     try:
         account = await users.check_credentials(email, data.password)
     except users.CredentialsRefused as exc:
-        await throttle.record_failure(email, client)
-        return await refuse(GENERIC_FAILURE, 400, cause=exc.why)
+        lockout, started = await throttle.failed(policy, email, client)
+        message = f"{GENERIC_FAILURE} {lockout.advice}" if lockout else GENERIC_FAILURE
+        response = await refuse(message, 400, cause=exc.why)
+        for each in started:
+            await signin.locked(email, each)
+        return response
+    await throttle.succeeded(email, client)
     if not settings.password_login and not account.is_admin:
         # The break-glass account was demoted (by hand, or by the provider's groups at a single sign-on):
         # its password is no longer a way around single sign-on.
         return await refuse(f"{password_off} {email} may use its password only while it is an admin.", 403)
-    await throttle.clear(email)
     return await signin.signed_in(request, account, signin.PASSWORD, settings, data.next)
 
 

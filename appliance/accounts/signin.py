@@ -15,6 +15,7 @@ from litestar.datastructures import Cookie
 from litestar.response import Redirect
 
 from appliance.accounts import sessions, users
+from appliance.accounts.throttle import Lockout
 from appliance.accounts.auth import SESSION_COOKIE, client_address
 from appliance.accounts.forms import safe_next
 from appliance.accounts.users import Account
@@ -30,10 +31,13 @@ WORKER_TOKEN = "worker token"  # a worker tab exchanging a token for its cookie 
 # Audit actions.
 SIGN_IN = "sign-in"
 FAILED = "sign-in.failed"
-THROTTLED = "sign-in.throttled"
+LOCKED = "sign-in.locked"
 
 
-def session_cookie(key: str, settings: Settings, name: str = SESSION_COOKIE) -> Cookie:
+def session_cookie(
+    key: str, settings: Settings, name: str = SESSION_COOKIE, lifetime: dt.timedelta = sessions.MAX_AGE
+) -> Cookie:
+    """The cookie of a session; it lasts as long as the session may (``lifetime``)."""
     return Cookie(
         key=name,
         value=key,
@@ -41,7 +45,7 @@ def session_cookie(key: str, settings: Settings, name: str = SESSION_COOKIE) -> 
         httponly=True,
         samesite="lax",
         secure=settings.secure_cookies,
-        max_age=int(sessions.MAX_AGE.total_seconds()),
+        max_age=int(lifetime.total_seconds()),
     )
 
 
@@ -69,13 +73,30 @@ async def admitted(request: Request, email: str, method: str, **detail: object) 
     await audit.record(email, SIGN_IN, email, None, {"method": method, **detail})
 
 
-async def refused(
-    request: Request, email: str, method: str, reason: str, action: str = FAILED, **detail: object
-) -> None:
+async def refused(request: Request, email: str, method: str, reason: str, **detail: object) -> None:
     """A failed sign-in: ``email`` as typed or as the provider sent it (empty when unknown: the entry's
     actor is then whoever is calling), ``reason`` as the person was told, ``detail`` what only the
-    audit log is told (a disabled account, which limit throttled)."""
+    audit log is told (a disabled account, how many failures)."""
     log.info("refused sign-in: %s (%s) from %s: %s", email or "-", method, client_address(request), reason)
     await audit.record(
-        email or None, action, email or "(unknown)", None, {"method": method, "reason": reason, **detail}
+        email or None, FAILED, email or "(unknown)", None, {"method": method, "reason": reason, **detail}
+    )
+
+
+def held(request: Request, email: str, lockout: Lockout) -> None:
+    """An attempt refused during a lockout, its password unchecked: a log line only (the lockout had
+    its audit entry when it began, so an attacker's hammering does not flood the audit log)."""
+    log.info("refused sign-in: %s (%s) from %s: %s", email, PASSWORD, client_address(request), lockout.advice)
+
+
+async def locked(email: str, lockout: Lockout) -> None:
+    """A failed sign-in started a lockout: one entry for it, none for the attempts it then refuses."""
+    seconds = lockout.seconds_left
+    log.warning("sign-in lockout: %s for %d s after %d failures", lockout.target, seconds, lockout.failures)
+    await audit.record(
+        email or None,
+        LOCKED,
+        lockout.target,
+        None,
+        {"failures": lockout.failures, "wait_seconds": seconds, "until": lockout.until.isoformat()},
     )

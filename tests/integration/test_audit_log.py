@@ -51,6 +51,7 @@ NO_CHANGE = {
     ("POST", "/ui/payments/onboard"): "Stripe is not configured: nothing to onboard to",
     ("POST", "/ui/admin/billing/invoices/{invoice_id:int}/retry"): "no such invoice",
     ("POST", "/ui/admin/billing/payouts/{payout_id:int}/retry"): "no such payout",
+    ("POST", "/ui/admin/lockouts/clear"): "no such lockout",
 }
 
 
@@ -103,6 +104,8 @@ def test_every_action_of_the_matrix_is_recorded(matrix_done, matrix_changes):
         ("coordinator@example.com", "sign-out"): 1,
         # POST /login with a wrong password, once per kind of caller.
         ("nobody@example.com", "sign-in.failed"): 5,
+        # The fifth makes that email wait at that address: one entry, however many attempts it then refuses.
+        ("nobody@example.com", "sign-in.locked"): 1,
         # POST /worker/session with a token that is not valid: by whoever calls (anonymous and enrolled
         # browsers are anonymous there).
         ("anonymous", "sign-in.failed"): 2,
@@ -164,7 +167,7 @@ def test_admin_page_filters_and_exports(appliance, matrix_done, admin):
     exported = admin.get("/ui/admin/audit.csv", params={"actor": "nobody@"})
     assert exported.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(exported.text)))
-    assert [r["action"] for r in rows] == ["sign-in.failed"] * 5
+    assert [r["action"] for r in rows] == ["sign-in.failed"] * 5 + ["sign-in.locked"]
     assert all(r["address"] == LOCAL for r in rows)
     # Text anyone can type (here an email at sign-in) cannot become a spreadsheet formula.
     assert admin.form("/login", {"email": "=HYPERLINK(1)", "password": "x"}).status_code == 400

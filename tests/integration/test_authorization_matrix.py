@@ -158,6 +158,12 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         {},
         only_admin(200),
     ),
+    # No such lockout: the admin is sent back to the accounts page with the message.
+    ("POST", "/ui/admin/lockouts/clear"): (
+        "/ui/admin/lockouts/clear",
+        {"email": "nobody@example.com", "address": "192.0.2.1"},
+        only_admin(303),
+    ),
     ("GET", "/ui/admin/enrolment"): ("/ui/admin/enrolment", {}, ADMINS),
     ("POST", "/ui/admin/enrolment"): ("/ui/admin/enrolment", {"account_id": "x"}, only_admin(400)),
     ("POST", "/ui/admin/enrolment/{link_id:int}/revoke"): (
