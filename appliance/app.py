@@ -50,6 +50,7 @@ from appliance.cloud.service import CloudKeys
 from appliance.config import Settings
 from appliance.events import (
     BlobsDropped,
+    CandidatesAnnounced,
     EventHub,
     RunEnded,
     TaskMessage,
@@ -140,14 +141,18 @@ def subscribe(
     meter: TransferMeter,
     reliability: Reliability,
     sampler: Sampler,
+    turn: TurnService,
 ) -> None:
     """Who hears what (docs/architecture.md, "Events"); each event's subscribers run in this order."""
     events.subscribe(WorkerJoined, reliability.worker_joined)  # its score, which selection ranks by
     events.subscribe(WorkerJoined, datanodes.worker_joined)
     events.subscribe(WorkerJoined, coordinator.worker_joined)
+    events.subscribe(WorkerJoined, turn.worker_joined)  # keeps the addresses of a tab that came back
     events.subscribe(WorkerLeft, reliability.worker_left)
     events.subscribe(WorkerLeft, datanodes.worker_left)
     events.subscribe(WorkerLeft, coordinator.worker_left)
+    events.subscribe(WorkerLeft, turn.worker_left)  # forgets its addresses after a grace
+    events.subscribe(CandidatesAnnounced, turn.candidates_announced)  # the peers the relay may reach
     events.subscribe(BlobsDropped, datanodes.blobs_dropped)
     events.subscribe(TransferFinished, meter.transfer_finished)
     events.subscribe(TransferFinished, datanodes.transfer_finished)
@@ -175,7 +180,7 @@ def create_app(settings: Settings) -> Litestar:
     coordinator = Coordinator(fleet, settings, store, live_holders, cloud_keys, run_logs)
     datanodes.run_blobs = coordinator.blobs_in_use
     sampler = Sampler(fleet, coordinator.run_counts, settings.metrics_sample_seconds)
-    subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler)
+    subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler, turn)
     scheduler = create_scheduler(
         [
             *housekeeping.JOBS,

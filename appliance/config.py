@@ -46,9 +46,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # Relay ports handed to allocations (RFC 8656 recommends the dynamic range).
     turn_min_port: int = 49152
     turn_max_port: int = 65535
-    # Comma-separated CIDRs: peers always allowed (even loopback), and peers always refused.
+    # The relay reaches only the addresses connected workers announced as ICE candidates; these
+    # comma-separated CIDRs add peers (even loopback) and refuse peers (whoever announced them).
     turn_allowed_peers: str = ""
     turn_denied_peers: str = ""
+    # A disconnected worker's announced addresses stay reachable this long (a tab that reconnects).
+    turn_peer_grace_seconds: int = 60
     turn_max_allocations: int = 10_000
     turn_max_allocations_per_account: int = 1_000
     # Relayed bytes per second per allocation, each direction; 0 means no cap.
@@ -258,6 +261,8 @@ def _check(settings: Settings) -> None:
         raise ConfigError("job_recovery_grace_seconds must not be negative")
     if settings.shutdown_grace_seconds < 0:
         raise ConfigError("shutdown_grace_seconds must not be negative")
+    if settings.turn_peer_grace_seconds < 0:
+        raise ConfigError("turn_peer_grace_seconds must not be negative")
     if settings.job_queue_timeout_hours < 0:
         raise ConfigError("job_queue_timeout_hours must not be negative")
     if settings.job_stall_seconds < 1:

@@ -63,6 +63,14 @@ class WorkerLeft(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class CandidatesAnnounced(Event):
+    """IP addresses of the worker's own ICE candidates, seen in signalling it sent through the appliance."""
+
+    worker: Worker
+    addresses: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class BlobsDropped(Event):
     worker: Worker
     blobs: list[str]
@@ -100,7 +108,15 @@ class RunEnded(Event):
     gpu: bool
 
 
-EVENT_TYPES: tuple[type[Event], ...] = (WorkerJoined, WorkerLeft, BlobsDropped, TransferFinished, TaskMessage, RunEnded)
+EVENT_TYPES: tuple[type[Event], ...] = (
+    WorkerJoined,
+    WorkerLeft,
+    CandidatesAnnounced,
+    BlobsDropped,
+    TransferFinished,
+    TaskMessage,
+    RunEnded,
+)
 
 E = TypeVar("E", bound=Event)
 Handler = Callable[[E], Awaitable[None] | None]

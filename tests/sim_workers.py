@@ -36,6 +36,7 @@ class SimWorker:
         capabilities: dict | None = None,
         on_task: Handler = finish_empty,
         on_blob_receive: Handler | None = None,
+        on_probe_offer: Handler | None = None,
         blobs: list[str] | None = None,
     ):
         self.base_url = base_url
@@ -44,6 +45,7 @@ class SimWorker:
         self.capabilities = capabilities or CAPABILITIES
         self.on_task = on_task
         self.on_blob_receive = on_blob_receive  # a copy of a stage output arranged to this worker
+        self.on_probe_offer = on_probe_offer  # the appliance's connectivity probe (ignored without it)
         self.blobs: list[str] = list(blobs or [])  # what its hello says it holds (as a tab's IndexedDB would)
         self.held: list[str] = []  # the task ids its hello says it still has (a page whose connection dropped)
         self.ws: ClientConnection | None = None
@@ -109,7 +111,10 @@ class SimWorker:
                     self.messages.append(message)
                 elif kind == "blob-receive" and self.on_blob_receive is not None:
                     asyncio.create_task(self.on_blob_receive(self, message))
-                elif kind != "probe-offer":
+                elif kind == "probe-offer":
+                    if self.on_probe_offer is not None:
+                        asyncio.create_task(self.on_probe_offer(self, message))
+                else:
                     self.messages.append(message)
 
     def _run(self, task: dict) -> None:
@@ -146,3 +151,24 @@ def cookie_of(client) -> str:
 
 async def start_workers(base_url: str, cookie: str, count: int, **kwargs) -> list[SimWorker]:
     return list(await asyncio.gather(*(SimWorker(base_url, cookie, **kwargs).start() for _ in range(count))))
+
+
+def linked_maps(on_link: Callable[[dict, dict[int, SimWorker]], Awaitable[None]], release: asyncio.Event) -> Handler:
+    """The task handler of a two-worker run whose map ranks talk directly: once both maps run, rank 0
+    links to rank 1 (`peer-link`) and awaits ``on_link(link reply, workers by rank)``; the maps finish
+    once ``release`` is set, every other task at once."""
+    maps: dict[int, SimWorker] = {}
+    both = asyncio.Event()
+
+    async def on_task(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            maps[task["rank"]] = worker
+            if len(maps) == 2:
+                both.set()
+            await both.wait()
+            if task["rank"] == 0:
+                await on_link(await worker.request({"type": "peer-link", "taskId": task["taskId"], "toRank": 1}), maps)
+            await release.wait()
+        await finish_empty(worker, task)
+
+    return on_task

@@ -18,8 +18,16 @@ from litestar import WebSocket, websocket
 from litestar.exceptions import WebSocketDisconnect
 
 from appliance.accounts.auth import WORKER_BROWSER, access, client_address
-from appliance.events import BlobsDropped, TaskMessage, TransferFinished, WorkerJoined, WorkerLeft
+from appliance.events import (
+    BlobsDropped,
+    CandidatesAnnounced,
+    TaskMessage,
+    TransferFinished,
+    WorkerJoined,
+    WorkerLeft,
+)
 from appliance.fleet import protocol as p
+from appliance.fleet.candidates import sdp_addresses, signal_addresses
 from appliance.fleet.probe import probe
 from appliance.fleet.registry import PING_SECONDS, SILENCE_LIMIT, Fleet, Worker
 
@@ -157,6 +165,7 @@ class Session:
         elif isinstance(message, p.ProbeAnswer):
             waiter = self.answers.pop(message.reply_to, None)
             if waiter and not waiter.done():
+                await self.announce(sdp_addresses(message.sdp))
                 waiter.set_result(message.sdp)
         elif isinstance(message, p.Signal):
             await self.relay_signal(message)
@@ -188,7 +197,14 @@ class Session:
         if peer is None:
             await self.refuse("not-allowed", "no such transfer for this worker")
             return
+        # Before the peer hears of them: its relay permission to them must find them.
+        await self.announce(signal_addresses(message.data))
         await peer.send(p.SignalOut(transfer_id=message.transfer_id, data=message.data))
+
+    async def announce(self, addresses: set[str]) -> None:
+        """The worker's own candidates' addresses, the peers the TURN relay may reach (turn/announced.py)."""
+        if addresses:
+            await self.fleet.events.publish(CandidatesAnnounced(self.worker, frozenset(addresses)))
 
     async def transfer_result(self, message: p.BlobStored | p.BlobFailed) -> None:
         transfer = self.fleet.transfers.get(message.transfer_id)

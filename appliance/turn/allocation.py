@@ -141,6 +141,7 @@ class Allocation:
         self.metered_to_peer = 0
         self.metered_from_peer = 0
         self.recorded = False  # has a RelayUsage row
+        self.refusals = 0  # permissions refused (refusals.py logs the first few)
         self.to_peer_bucket = TokenBucket(bandwidth)
         self.from_peer_bucket = TokenBucket(bandwidth)
         # The last successful Allocate response, resent on a retransmission (RFC 8656 §7.2).

@@ -22,6 +22,7 @@ from appliance.turn import stun
 from appliance.turn.allocation import DEFAULT_LIFETIME, MAX_LIFETIME, Allocation, FiveTuple, RelaySocket
 from appliance.turn.credentials import NonceBook, parse_username, password_for
 from appliance.turn.policy import PeerPolicy
+from appliance.turn.refusals import refused
 from appliance.turn.stun import Class, Message, Method, StunError
 
 log = logging.getLogger(__name__)
@@ -370,7 +371,7 @@ class TurnServer:
         response.add("SOFTWARE", SOFTWARE)
         return stun.encode(response, integrity_key=key)
 
-    def _checked_peers(self, message: Message) -> list[tuple[tuple[str, int], bool]]:
+    def _checked_peers(self, message: Message, allocation: Allocation) -> list[tuple[tuple[str, int], bool]]:
         """The request's peers, each with whether it is reachable only at our relay ports; 403 if any is refused.
 
         Two browsers relayed by this server talk to each other's relay addresses,
@@ -383,17 +384,19 @@ class TurnServer:
         policy = self.policy()
         checked = []
         for peer in peers:
-            if policy.permits(peer[0]):
+            reason = policy.refusal(peer[0])
+            if reason is None:
                 checked.append((peer, False))
             elif peer in self.relay_addresses:
                 checked.append((peer, True))
             else:
+                refused(allocation, peer, reason)
                 raise Reply(403)
         return checked
 
     def _create_permission(self, message: Message, client: Client, key: bytes, username: str) -> bytes:
         allocation = self._existing(client, username)
-        for (host, _), relay_only in self._checked_peers(message):
+        for (host, _), relay_only in self._checked_peers(message, allocation):
             allocation.permit(host, relay_only)
         response = Message(Method.CREATE_PERMISSION, Class.SUCCESS, message.transaction_id).add("SOFTWARE", SOFTWARE)
         return stun.encode(response, integrity_key=key)
@@ -403,7 +406,7 @@ class TurnServer:
         number = message.get("CHANNEL-NUMBER")
         if number is None or not stun.FIRST_CHANNEL <= number <= stun.LAST_CHANNEL:
             raise Reply(400)
-        peers = self._checked_peers(message)
+        peers = self._checked_peers(message, allocation)
         if len(peers) != 1 or not allocation.bind_channel(number, *peers[0]):
             raise Reply(400)
         response = Message(Method.CHANNEL_BIND, Class.SUCCESS, message.transaction_id).add("SOFTWARE", SOFTWARE)

@@ -1,4 +1,4 @@
-"""The TURN service as the rest of the appliance sees it: start/stop, peer rules, credentials."""
+"""The TURN service as the rest of the appliance sees it: start/stop, peer rules, announced peers, credentials."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from appliance.audit import service as audit
 from appliance.clock import now
 from appliance.config import Settings, parse_cidrs
 from appliance.errors import InvalidRequest
+from appliance.events import CandidatesAnnounced, WorkerJoined, WorkerLeft
 from appliance.turn import credentials
+from appliance.turn.announced import AnnouncedPeers
 from appliance.turn.metering import Meter
 from appliance.turn.policy import PeerPolicy, own_addresses
 from appliance.turn.server import TurnServer
@@ -23,6 +25,7 @@ class TurnService:
         self.settings = settings
         self.secret = secret
         self._own = own_addresses()
+        self.announced = AnnouncedPeers(grace=settings.turn_peer_grace_seconds)
         self._policy = self._build_policy("", "")
         self.server = TurnServer(
             secret=secret,
@@ -43,6 +46,7 @@ class TurnService:
             allowed=parse_cidrs(self.settings.turn_allowed_peers) + parse_cidrs(admin_allowed),
             denied=parse_cidrs(self.settings.turn_denied_peers) + parse_cidrs(admin_denied),
             own=self._own,
+            announced=self.announced,
         )
 
     async def start(self) -> None:
@@ -53,6 +57,18 @@ class TurnService:
     async def stop(self) -> None:
         await self.server.stop()
         await self.meter.stop()
+        self.announced.close()
+
+    # The fleet's events: which addresses the relay serves (policy.py, announced.py).
+
+    def candidates_announced(self, event: CandidatesAnnounced) -> None:
+        self.announced.announce(event.worker.worker_id, event.addresses)
+
+    def worker_joined(self, event: WorkerJoined) -> None:
+        self.announced.stay(event.worker.worker_id)
+
+    def worker_left(self, event: WorkerLeft) -> None:
+        self.announced.leave(event.worker.worker_id)
 
     async def rules(self) -> tuple[str, str]:
         row = await PeerRules.select(PeerRules.allowed, PeerRules.denied).first()

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.integration.test_job_scheduling import Api, job_script, token_for
-from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, finish_empty, start_workers
+from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, linked_maps, start_workers
 
 # Linux answers on all of 127.0.0.0/8: a client bound to 127.0.0.2 is another source address.
 OTHER_SOURCE = "127.0.0.2"
@@ -159,25 +159,15 @@ def link_counter(appliance) -> float:
 async def link_bytes(appliance, client, api: Api, reports: tuple[int, int]) -> float:
     """Run a job on two workers whose map tasks link rank 0 to rank 1 and report ``reports`` bytes through
     it (rank 0's, rank 1's); how much the link counter grew while the tasks still ran."""
-    maps: dict[int, tuple[SimWorker, dict]] = {}
-    started, reported, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    reported, release = asyncio.Event(), asyncio.Event()
 
-    async def on_task(worker: SimWorker, task: dict) -> None:
-        if task["kind"] == "map":
-            maps[task["rank"]] = (worker, task)
-            if len(maps) == 2:
-                started.set()
-            await started.wait()
-            if task["rank"] == 0:
-                link = await worker.request({"type": "peer-link", "taskId": task["taskId"], "toRank": 1})
-                for rank, size in enumerate(reports):
-                    await maps[rank][0].send({"type": "transfer-bytes", "transferId": link["linkId"], "bytes": size})
-                reported.set()
-            await release.wait()
-        await finish_empty(worker, task)
+    async def report(link: dict, workers: dict[int, SimWorker]) -> None:
+        for rank, size in enumerate(reports):
+            await workers[rank].send({"type": "transfer-bytes", "transferId": link["linkId"], "bytes": size})
+        reported.set()
 
     before = link_counter(appliance)
-    workers = await start_workers(appliance.url, cookie_of(client), 2, on_task=on_task)
+    workers = await start_workers(appliance.url, cookie_of(client), 2, on_task=linked_maps(report, release))
     try:
         run = api.run(api.job(job_script(workers=2)))
         await asyncio.wait_for(reported.wait(), 30)

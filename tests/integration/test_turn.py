@@ -120,7 +120,7 @@ def test_unknown_comprehension_required_attribute_gets_420(appliance: Appliance,
     assert error_code(response) == 420 and response.get("UNKNOWN-ATTRIBUTES") == [0x7F01]
 
 
-def test_allocation_lifecycle_and_default_peer_policy(appliance: Appliance, raw: RawClient):
+def test_allocation_lifecycle_and_default_peer_policy(appliance: Appliance, raw: RawClient, admin: Client):
     _, nonce = raw.challenge()
     username, password = credentials(appliance)
     allocated = raw.authed(Method.ALLOCATE, username, password, nonce, ("REQUESTED-TRANSPORT", 17), ("LIFETIME", 30))
@@ -133,11 +133,16 @@ def test_allocation_lifecycle_and_default_peer_policy(appliance: Appliance, raw:
     other_user, other_password = credentials(appliance, account=2)
     stolen = raw.authed(Method.REFRESH, other_user, other_password, nonce, ("LIFETIME", 600))
     assert error_code(stolen) == 441
-    # Loopback and the appliance's own addresses are refused by default.
-    for peer in [("127.0.0.1", 5000), ("169.254.1.1", 5000), ("224.0.0.1", 5000), ("0.0.0.0", 5000)]:
-        refused = raw.authed(Method.CREATE_PERMISSION, username, password, nonce, ("XOR-PEER-ADDRESS", peer))
-        assert error_code(refused) == 403, peer
-    ok = raw.authed(Method.CREATE_PERMISSION, username, password, nonce, ("XOR-PEER-ADDRESS", ("192.0.2.10", 5000)))
+    # By default only addresses connected workers announced are relayed to (tests/security/test_turn_permissions.py).
+    for host in ("127.0.0.1", "169.254.1.1", "224.0.0.1", "0.0.0.0", "192.0.2.10"):
+        refused = raw.authed(Method.CREATE_PERMISSION, username, password, nonce, ("XOR-PEER-ADDRESS", (host, 5000)))
+        assert error_code(refused) == 403, host
+    # The admin allows a network on the Settings page.
+    assert admin.form("/ui/admin/settings", {"allowed": "192.0.2.0/24", "denied": ""}).status_code == 303
+    try:
+        ok = raw.authed(Method.CREATE_PERMISSION, username, password, nonce, ("XOR-PEER-ADDRESS", ("192.0.2.10", 5000)))
+    finally:
+        assert admin.form("/ui/admin/settings", {"allowed": "", "denied": ""}).status_code == 303
     assert ok.msg_class == Class.SUCCESS
     assert stun.check_integrity(
         stun.encode(ok, stun.long_term_key(username, REALM, password)), stun.long_term_key(username, REALM, password)
