@@ -24,6 +24,7 @@ from appliance.accounts import (
     enrol_routes,
     housekeeping,
     login_routes,
+    sessions,
     sso,
     token_routes,
 )
@@ -53,6 +54,7 @@ from appliance.events import (
     CandidatesAnnounced,
     EventHub,
     RunEnded,
+    SessionsEnded,
     TaskMessage,
     TransferFinished,
     WorkerJoined,
@@ -142,6 +144,7 @@ def subscribe(
     reliability: Reliability,
     sampler: Sampler,
     turn: TurnService,
+    fleet: Fleet,
 ) -> None:
     """Who hears what (docs/architecture.md, "Events"); each event's subscribers run in this order."""
     events.subscribe(WorkerJoined, reliability.worker_joined)  # its score, which selection ranks by
@@ -161,6 +164,7 @@ def subscribe(
     events.subscribe(TaskMessage, sampler.task_message)
     events.subscribe(RunEnded, functools.partial(billing_meters.run_ended, tz=meter.tz))  # the appliance's zone
     events.subscribe(RunEnded, reliability.run_ended)
+    events.subscribe(SessionsEnded, fleet.sessions_ended)  # closes the connections opened with them
 
 
 def create_app(settings: Settings) -> Litestar:
@@ -180,7 +184,7 @@ def create_app(settings: Settings) -> Litestar:
     coordinator = Coordinator(fleet, settings, store, live_holders, cloud_keys, run_logs)
     datanodes.run_blobs = coordinator.blobs_in_use
     sampler = Sampler(fleet, coordinator.run_counts, settings.metrics_sample_seconds)
-    subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler, turn)
+    subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler, turn, fleet)
     scheduler = create_scheduler(
         [
             *housekeeping.JOBS,
@@ -210,9 +214,11 @@ def create_app(settings: Settings) -> Litestar:
         run_logs.start()
         await coordinator.start()
         scheduler.start()
+        sessions.announce_to(events)
         background.spawn(billing_housekeeping.catch_up(billing))
 
     async def stop_services() -> None:
+        sessions.stop_announcing_to(events)
         if scheduler.running:
             scheduler.shutdown(wait=False)
         await coordinator.stop()

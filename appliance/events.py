@@ -1,10 +1,10 @@
 """How the domains hear of each other: typed events and the one hub they go through.
 
-The fleet and the jobs coordinator publish; the coordinator, PMRFS datanodes, billing meters and
-worker reliability subscribe. Who listens to what is wired once, in ``app.create_app``
-(docs/architecture.md, "Events" has the map). An event is a frozen value; subscribing to
-anything that is not one of the event types below is an error when the app is built, so a
-misspelt event cannot go unheard.
+The fleet, the jobs coordinator and account sessions publish; the coordinator, the fleet, PMRFS
+datanodes, billing meters and worker reliability subscribe. Who listens to what is wired once, in
+``app.create_app`` (docs/architecture.md, "Events" has the map). An event is a frozen value;
+subscribing to anything that is not one of the event types below is an error when the app is
+built, so a misspelt event cannot go unheard.
 """
 
 from __future__ import annotations
@@ -108,6 +108,15 @@ class RunEnded(Event):
     gpu: bool
 
 
+@dataclass(frozen=True, slots=True)
+class SessionsEnded(Event):
+    """Sessions were ended (signed out, their token revoked, their account disabled or changed): the
+    connections opened with them must not outlive them."""
+
+    key_hashes: frozenset[str]
+    reason: str  # shown to the person whose worker tab is closed
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     WorkerJoined,
     WorkerLeft,
@@ -116,6 +125,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     TransferFinished,
     TaskMessage,
     RunEnded,
+    SessionsEnded,
 )
 
 E = TypeVar("E", bound=Event)

@@ -6,9 +6,9 @@ import datetime as dt
 
 import msgspec
 
-from appliance.accounts import credentials
+from appliance.accounts import credentials, sessions
 from appliance.accounts.sessions import Principal
-from appliance.accounts.tables import ApiToken
+from appliance.accounts.tables import ApiToken, Session
 from appliance.accounts.users import AccountError, email_of
 from appliance.audit import service as audit
 from appliance.clock import now
@@ -65,7 +65,7 @@ async def list_for(user_id: int) -> list[TokenInfo]:
 
 
 async def revoke(user_id: int, token_id: int) -> TokenInfo:
-    """Revoke one of the user's own tokens (idempotent)."""
+    """Revoke one of the user's own tokens (idempotent); the worker tabs that joined with it stop."""
     revoked = (
         await ApiToken.update({ApiToken.revoked_at: now()})
         .where((ApiToken.id == token_id) & (ApiToken.user == user_id) & ApiToken.revoked_at.is_null())
@@ -77,7 +77,14 @@ async def revoke(user_id: int, token_id: int) -> TokenInfo:
     info = TokenInfo(**row)
     if revoked:
         await audit.note("token.revoked", await _described(user_id, info), {"revoked": False}, {"revoked": True})
+        await sessions.end_where(Session.api_token == token_id, "the token this tab joined with was revoked")
     return info
+
+
+async def id_of(token: str) -> int | None:
+    """The id of the token that is ``token``, revoked or not."""
+    row = await ApiToken.select(ApiToken.id).where(ApiToken.token_hash == credentials.token_hash(token)).first()
+    return row["id"] if row else None
 
 
 async def resolve(token: str) -> Principal | None:

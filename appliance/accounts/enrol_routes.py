@@ -25,15 +25,29 @@ from appliance.config import Settings
 from appliance.web.rendering import page
 
 
-async def _start_worker_session(request: Request, account_id: int, settings: Settings, response: Response) -> Response:
+async def _start_worker_session(
+    request: Request,
+    account_id: int,
+    settings: Settings,
+    response: Response,
+    *,
+    api_token: int | None = None,
+    link: enrolment.LinkInfo | None = None,
+) -> Response:
+    """The worker cookie, for a session that names the token or link it was made from (revoking that
+    ends it) and lasts no longer than the link."""
+    until = link.expires_at if link else None
     key = await sessions.start(
         account_id,
         sessions.WORKER,
         sessions.MAX_AGE,
         user_agent=request.headers.get("user-agent", ""),
         client=client_address(request),
+        api_token=api_token,
+        enrolment_link=link.id if link else None,
+        until=until,
     )
-    response.cookies.append(session_cookie(key, settings, WORKER_COOKIE))
+    response.cookies.append(session_cookie(key, settings, WORKER_COOKIE, sessions.lifetime(until)))
     return response
 
 
@@ -53,7 +67,9 @@ async def enrol(request: Request, token: FromPath[str], settings: NamedDependenc
         link = await enrolment.redeem(token)
     except enrolment.EnrolmentRefused as exc:
         return page(request, "accounts/enrol.html", status_code=exc.status, error=str(exc), link=None, token=None)
-    return await _start_worker_session(request, link.account_id, settings, Redirect(path="/worker", status_code=303))
+    return await _start_worker_session(
+        request, link.account_id, settings, Redirect(path="/worker", status_code=303), link=link
+    )
 
 
 @get("/worker/start", opt=access(PUBLIC), include_in_schema=False)
@@ -73,22 +89,24 @@ async def worker_session(
     # The prefix the token pages show, and only of our tokens: something else pasted here may be a secret.
     ours = token.startswith((credentials.API_TOKEN_PREFIX, credentials.ENROLMENT_TOKEN_PREFIX))
     shown = credentials.shown_prefix(token) if ours else "(not a PeerMR token)"
-    account_id = None
+    account_id = api_token = link = None
     if token.startswith(credentials.API_TOKEN_PREFIX):
         principal = await api_tokens.resolve(token)
         if principal is not None:
-            account_id = principal.user_id
+            account_id, api_token = principal.user_id, await api_tokens.id_of(token)
             await signin.admitted(request, principal.email, signin.WORKER_TOKEN, token=shown)
     elif token.startswith(credentials.ENROLMENT_TOKEN_PREFIX):
         try:
-            account_id = (await enrolment.redeem(token)).account_id
+            link = await enrolment.redeem(token)
+            account_id = link.account_id
         except enrolment.EnrolmentRefused:
             account_id = None
     if account_id is None:
         message = "This token is not valid (revoked, expired or used up)."
         await signin.refused(request, "", signin.WORKER_TOKEN, message, token=shown)
         return Response({"detail": message}, status_code=401)
-    return await _start_worker_session(request, account_id, settings, Response(content=None, status_code=204))
+    response = Response(content=None, status_code=204)
+    return await _start_worker_session(request, account_id, settings, response, api_token=api_token, link=link)
 
 
 ROUTES = [enrol_page, enrol, worker_start_page, worker_session]

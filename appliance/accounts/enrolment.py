@@ -6,8 +6,8 @@ import datetime as dt
 
 import msgspec
 
-from appliance.accounts import credentials
-from appliance.accounts.tables import EnrolmentLink, User
+from appliance.accounts import credentials, sessions
+from appliance.accounts.tables import EnrolmentLink, Session, User
 from appliance.accounts.users import AccountError
 from appliance.audit import service as audit
 from appliance.clock import now
@@ -105,6 +105,7 @@ async def list_all() -> list[LinkInfo]:
 
 
 async def revoke(link_id: int) -> LinkInfo:
+    """No browser joins with the link any more, and those that joined with it stop."""
     revoked = (
         await EnrolmentLink.update({EnrolmentLink.revoked_at: now()})
         .where((EnrolmentLink.id == link_id) & EnrolmentLink.revoked_at.is_null())
@@ -114,6 +115,9 @@ async def revoke(link_id: int) -> LinkInfo:
     if revoked:
         await audit.note(
             "enrolment.revoked", f"link #{link.id} for {link.account_email}", {"revoked": False}, {"revoked": True}
+        )
+        await sessions.end_where(
+            Session.enrolment_link == link_id, "the enrolment link this tab joined with was revoked"
         )
     return link
 

@@ -31,19 +31,6 @@ class User(Table, tablename="accounts_user"):
     last_login_at = Timestamptz(null=True, default=None)
 
 
-class Session(Table, tablename="accounts_session"):
-    """A signed-in dashboard browser, or an enrolled worker browser (``kind='worker'``)."""
-
-    key_hash = Varchar(length=64, unique=True, index=True)
-    user = ForeignKey(User, on_delete=OnDelete.cascade, null=False)
-    kind = Varchar(length=16, default="dashboard")
-    created_at = Timestamptz()
-    last_seen_at = Timestamptz()
-    expires_at = Timestamptz(index=True)
-    user_agent = Varchar(length=255, default="")
-    client = Varchar(length=64, default="")
-
-
 class ApiToken(Table, tablename="accounts_api_token"):
     user = ForeignKey(User, on_delete=OnDelete.cascade, null=False)
     name = Varchar(length=100)
@@ -69,6 +56,22 @@ class EnrolmentLink(Table, tablename="accounts_enrolment_link"):
     max_uses = Integer(null=True, default=None)
     uses = Integer(default=0)
     revoked_at = Timestamptz(null=True, default=None)
+
+
+class Session(Table, tablename="accounts_session"):
+    """A signed-in dashboard browser, or an enrolled worker browser (``kind='worker'``)."""
+
+    key_hash = Varchar(length=64, unique=True, index=True)
+    user = ForeignKey(User, on_delete=OnDelete.cascade, null=False)
+    kind = Varchar(length=16, default="dashboard")
+    created_at = Timestamptz()
+    last_seen_at = Timestamptz()
+    expires_at = Timestamptz(index=True)
+    user_agent = Varchar(length=255, default="")
+    client = Varchar(length=64, default="")
+    # The token a worker session was made from (at most one of the two): revoking it ends the session.
+    api_token = ForeignKey(ApiToken, on_delete=OnDelete.cascade, null=True, default=None, index=True)
+    enrolment_link = ForeignKey(EnrolmentLink, on_delete=OnDelete.cascade, null=True, default=None, index=True)
 
 
 class LoginFailure(Table, tablename="accounts_login_failure"):

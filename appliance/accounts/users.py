@@ -9,7 +9,7 @@ from collections.abc import Iterable
 import msgspec
 from piccolo.query.functions.aggregate import Count
 
-from appliance.accounts import credentials
+from appliance.accounts import credentials, sessions
 from appliance.accounts.passwords import check_strength, hash_password, verify_password
 from appliance.accounts.tables import Role, Session, User
 from appliance.audit import service as audit
@@ -151,7 +151,15 @@ async def _ensure_other_admin_remains(user_id: int) -> None:
         raise AccountError("This is the last active admin; make another admin first.")
 
 
+def _dashboard_sessions(user_id: int):
+    """The user's dashboard sessions: those a password or single sign-on made (worker sessions come
+    from tokens and enrolment links, which end on their own)."""
+    return (Session.user == user_id) & (Session.kind == sessions.DASHBOARD)
+
+
 async def set_role(user_id: int, role: str) -> Account:
+    """Change the role; the account's dashboard sessions end (it signs in again), so no open page or
+    connection keeps what the old role allowed."""
     check_role(role)
     async with User._meta.db.transaction():
         account = await _require(user_id)
@@ -159,6 +167,8 @@ async def set_role(user_id: int, role: str) -> Account:
             await _ensure_other_admin_remains(user_id)
         await User.update({User.role: role}).where(User.id == user_id)
     await audit.note("account.role", account.email, {"role": account.role}, {"role": role})
+    if role != account.role:
+        await sessions.end_where(_dashboard_sessions(user_id), f"the account's role changed to {role}: sign in again")
     return await _require(user_id)
 
 
@@ -168,21 +178,20 @@ async def set_active(user_id: int, active: bool) -> Account:
         if account.is_admin and not active:
             await _ensure_other_admin_remains(user_id)
         await User.update({User.active: active}).where(User.id == user_id)
-        if not active:
-            # A disabled account is signed out everywhere at once.
-            await Session.delete().where(Session.user == user_id)
     await audit.note("account.active", account.email, {"active": account.active}, {"active": active})
+    if not active:
+        # A disabled account is signed out everywhere at once, its worker tabs too.
+        await sessions.end_where(Session.user == user_id, "the account was disabled")
     return await _require(user_id)
 
 
 async def reset_password(user_id: int) -> tuple[Account, str]:
-    """Give the user a new generated password they must change; ends their sessions."""
+    """Give the user a new generated password they must change; ends their dashboard sessions."""
     account = await _require(user_id)
     password = credentials.new_password()
     pw_hash = await hash_password(password)
-    async with User._meta.db.transaction():
-        await User.update({User.password_hash: pw_hash, User.must_change_password: True}).where(User.id == user_id)
-        await Session.delete().where(Session.user == user_id)
+    await User.update({User.password_hash: pw_hash, User.must_change_password: True}).where(User.id == user_id)
+    await sessions.end_where(_dashboard_sessions(user_id), "the account's password was reset: sign in again")
     await audit.note("account.password_reset", account.email)
     return await _require(user_id), password
 
@@ -196,12 +205,11 @@ async def change_password(user_id: int, current: str, new: str, keep_session_has
         raise AccountError("Choose a password different from the current one.")
     check_strength(new)
     pw_hash = await hash_password(new)
-    async with User._meta.db.transaction():
-        await User.update({User.password_hash: pw_hash, User.must_change_password: False}).where(User.id == user_id)
-        others = Session.delete().where(Session.user == user_id)
-        if keep_session_hash:
-            others = others.where(Session.key_hash != keep_session_hash)
-        await others
+    await User.update({User.password_hash: pw_hash, User.must_change_password: False}).where(User.id == user_id)
+    others = _dashboard_sessions(user_id)
+    if keep_session_hash:
+        others &= Session.key_hash != keep_session_hash
+    await sessions.end_where(others, "the account's password was changed: sign in again")
     await audit.note("account.password_changed", await email_of(user_id) or f"account {user_id}")
 
 

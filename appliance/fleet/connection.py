@@ -18,6 +18,7 @@ from litestar import WebSocket, websocket
 from litestar.exceptions import WebSocketDisconnect
 
 from appliance.accounts.auth import WORKER_BROWSER, access, client_address
+from appliance.audit import service as audit
 from appliance.events import (
     BlobsDropped,
     CandidatesAnnounced,
@@ -41,6 +42,9 @@ CLOSE_TOO_BIG = 1009
 CLOSE_GONE = 4000  # sent away by an admin
 CLOSE_DUPLICATE = 4001
 CLOSE_SILENT = 4002
+# The session it was opened with ended (token or link revoked, account disabled, role or password
+# changed, signed out): the page says why and does not reconnect with that cookie.
+CLOSE_SESSION_ENDED = 4003
 
 
 def _same_origin(socket: WebSocket) -> bool:
@@ -86,7 +90,21 @@ class Session:
             await self.close(CLOSE_POLICY, "too many malformed messages")
             raise WebSocketDisconnect(detail="too many errors")
 
+    async def end(self, reason: str) -> None:
+        """Its session ended: close, and leave the fleet at once rather than when the socket has gone."""
+        await self.close(CLOSE_SESSION_ENDED, reason)
+        if self.worker is not None:
+            self.fleet.remove(self.worker)
+            await audit.note(
+                "worker.disconnected",
+                f"worker {self.worker.worker_id} of {self.worker.account_email}",
+                {"state": self.worker.state},
+                {"reason": reason},
+            )
+
     async def run(self) -> None:
+        opened = self.fleet.connections.setdefault(self.principal.credential_hash, set())
+        opened.add(self)
         pinger = asyncio.create_task(self._ping_forever())
         try:
             while True:
@@ -113,6 +131,9 @@ class Session:
         except (TimeoutError, WebSocketDisconnect):
             pass
         finally:
+            opened.discard(self)
+            if not opened:
+                self.fleet.connections.pop(self.principal.credential_hash, None)
             pinger.cancel()
             if self.probe_task:
                 self.probe_task.cancel()

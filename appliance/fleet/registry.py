@@ -8,12 +8,16 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from appliance.events import EventHub
+from appliance.events import EventHub, SessionsEnded
 from appliance.fleet import protocol as p
 from appliance.fleet.probe import CONCURRENT_PROBES
 from appliance.fleet.protocol import Capabilities
 from appliance.fleet.transfers import Transfers, TransferTag
+
+if TYPE_CHECKING:
+    from appliance.fleet.connection import Session as Connection
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +109,8 @@ class Fleet:
         self.events = events
         # The appliance's connectivity probes of joining workers take turns (fleet/probe.py).
         self.probe_slots = asyncio.Semaphore(CONCURRENT_PROBES)
+        # The open connections by the session they were opened with (its key's hash): they close when it ends.
+        self.connections: dict[str, set[Connection]] = {}
 
     def add(self, worker: Worker) -> bool:
         """False when this worker id is already connected (a duplicated tab copies its id)."""
@@ -119,6 +125,12 @@ class Fleet:
 
     def get(self, worker_id: str) -> Worker | None:
         return self.workers.get(worker_id)
+
+    async def sessions_ended(self, event: SessionsEnded) -> None:
+        """Close the connections opened with sessions that ended."""
+        for key_hash in event.key_hashes:
+            for connection in list(self.connections.get(key_hash, ())):
+                await connection.end(event.reason)
 
     async def copy_blob(
         self, sha: str, size: int, source: Worker, target: Worker, timeout: float, tag: TransferTag | None = None

@@ -28,6 +28,8 @@ from appliance.web.rendering import is_htmx, page, redirect
 log = logging.getLogger(__name__)
 
 CSRF_FAILURE = "CSRF token verification failed"
+# What the worker page's script fetches: it reads a 401 (its cookie is no longer valid), not a sign-in page.
+WORKER_JSON_PATHS = ("/worker/ice-servers",)
 
 
 def _wants_json(request: Request) -> bool:
@@ -54,6 +56,8 @@ def not_authorized(request: Request, exc: NotAuthorizedException) -> Response:
         return _json(
             401, "A valid API token is required (Authorization: Bearer <token>).", {"WWW-Authenticate": "Bearer"}
         )
+    if request.url.path in WORKER_JSON_PATHS:
+        return _json(401, "This browser's sign-in is not valid (revoked, expired or signed out).")
     return _to_login(request)
 
 

@@ -4,9 +4,12 @@ import {BlobStore} from './blobstore.js';
 import {Courtesy} from './courtesy.js';
 import {DataNode} from './datanode.js';
 import {Peers, decodeFrame, encodeFrame} from './peers.js';
+import {CREDENTIALLESS} from './sandboxes.js';
 import {TaskRunner} from './tasks.js';
 
 const ID_KEY = 'peermr-worker-id';
+// The appliance's close when the session this tab connected with ended (revoked, disabled, signed out).
+const CLOSE_SESSION_ENDED = 4003;
 const $ = id => document.getElementById(id);
 
 function newWorkerId() {
@@ -59,10 +62,12 @@ async function refreshStored() {
   if (`${blobs}/${bytes}` !== storedSent && send({type: 'stored', blobs, bytes})) storedSent = `${blobs}/${bytes}`;
 }
 
-// The adapter a Web Worker of this tab gets (see gpu-probe.js), asked once per page load.
+// The adapter a Web Worker of this tab gets (see gpu-probe.js), asked once per page load. Task Web
+// Workers in an opaque-origin frame (browsers without credentialless iframes) get none.
 let gpuProbe = null;
 function gpuCapabilities() {
   gpuProbe ??= new Promise(resolve => {
+    if (!CREDENTIALLESS) return resolve(null);
     let probe;
     try {
       probe = new Worker(new URL('./gpu-probe.js', import.meta.url));
@@ -204,6 +209,23 @@ async function answerProbe(offer) {
   send({type: 'probe-answer', replyTo: offer.id, sdp: pc.localDescription.sdp});
 }
 
+// This tab's cookie no longer opens the appliance: say why and how to join again, and stop reconnecting.
+function signedOut(reason) {
+  mayReconnect = false;
+  show('signed out', 'status-disconnected');
+  $('note').textContent = `This tab stopped working for the appliance: ${reason}.`;
+  $('rejoin').hidden = false;
+}
+
+// A connection refused before it opened: is it the cookie? The ICE servers need the same one (401 without).
+async function cookieRefused() {
+  try {
+    return (await fetch('/worker/ice-servers')).status === 401;
+  } catch {
+    return false;  // the appliance cannot be reached: try again later
+  }
+}
+
 function setState(value) {
   state.state = value;
   const paused = pauseReason && !userPaused ? `paused: ${pauseReason}` : 'paused';
@@ -217,8 +239,10 @@ async function connect() {
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   socket = new WebSocket(`${scheme}//${location.host}/ws/worker`);
   socket.binaryType = 'arraybuffer';
+  let opened = false;
   show(attempts ? `reconnecting (attempt ${attempts + 1})…` : 'connecting…', 'status-connecting');
   socket.onopen = async () => {
+    opened = true;
     const hello = {type: 'hello', id: nextId++, workerId, capabilities: await capabilities()};
     send({...hello, blobs: await store.keys(), tasks: tasks.held()});
     storedSent = '';
@@ -237,11 +261,13 @@ async function connect() {
     }
     else if (!peers.handle(message, payload)) datanode.handle(message).catch(e => console.error('datanode', message.type, e));
   };
-  socket.onclose = () => {
+  socket.onclose = async event => {
     state.connected = false;
     // Tasks run on: the next hello names them, and the appliance takes their reports or cancels them.
     $('pause').disabled = true;
     if (!tasks.tasks.size) setState('offline');
+    if (event.code === CLOSE_SESSION_ENDED) return signedOut(event.reason);
+    if (!opened && await cookieRefused()) return signedOut('its sign-in is no longer valid');
     if (!mayReconnect) {
       show('disconnected', 'status-disconnected');
       return;

@@ -187,7 +187,7 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ),
     ("GET", "/worker/start"): ("/worker/start", {}, everyone(200)),
     ("POST", "/worker/session"): ("/worker/session", {"json": {"token": "pmr_not-a-token"}}, everyone(401)),
-    ("GET", "/worker/ice-servers"): ("/worker/ice-servers", {}, {**SIGNED_IN, "enrolled": 200}),
+    ("GET", "/worker/ice-servers"): ("/worker/ice-servers", {}, {**SIGNED_IN, "anon": 401, "enrolled": 200}),
     ("GET", "/ui/admin/turn"): ("/ui/admin/turn", {}, ADMINS),
     ("GET", "/ui/admin/turn/live"): ("/ui/admin/turn/live", {}, ADMINS),
     ("GET", "/ui/admin/settings"): ("/ui/admin/settings", {}, ADMINS),
