@@ -21,6 +21,9 @@ from pathlib import Path
 
 import httpx
 
+from appliance.jobs.sandbox_policy import frame_policy, frame_url
+from appliance.jobs.sandbox_routes import FRAME, FRAME_HEADER
+
 ADMIN_EMAIL = "admin@example.com"
 ADMIN_PASSWORD = "admin-password-for-tests"
 CSRF_RE = re.compile(r'name="_csrf_token" value="([^"]+)"')
@@ -131,6 +134,19 @@ def terminate(proc: subprocess.Popen | None) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def reply_sandbox_frame(handler: QuietHandler, origin: str, query: str) -> None:
+    """The appliance's sandbox frame (jobs/sandbox_routes.py), from a stand-in for the appliance at
+    ``origin``: its scripts name it in the header ``sandbox_frame_header`` gives."""
+    names = urllib.parse.parse_qs(query)
+    csp = frame_policy(origin, names.get("script", []), names.get("connect", []))
+    handler.reply(200, FRAME.encode(), "text/html", {"content-security-policy": csp})
+
+
+def sandbox_frame_header(connect: list[str]) -> dict[str, str]:
+    """The header of a sandbox script that may connect to ``connect`` beyond the appliance."""
+    return {FRAME_HEADER: frame_url([], connect)}
 
 
 class QuietHandler(BaseHTTPRequestHandler):

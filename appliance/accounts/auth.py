@@ -30,7 +30,7 @@ SESSION_COOKIE = "peermr_session"
 WORKER_COOKIE = "peermr_worker"
 API_PREFIX = "/api/"
 # The worker page, its ICE servers, its WebSocket and its warm task sandbox (jobs/sandbox_routes.py).
-WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker", "/worker/sandbox.js", "/worker/sandbox.html")
+WORKER_PATHS = ("/worker", "/worker/ice-servers", "/ws/worker", "/worker/sandbox.js")
 # Blob transfers of worker browsers (each also needs a grant, see pmrfs/grants.py), and the job
 # sandbox scripts of the runs they work on (jobs/sandbox_routes.py checks the run).
 WORKER_PREFIXES = ("/pmrfs/blobs/", "/worker/runs/")
@@ -55,7 +55,7 @@ def client_address(connection: ASGIConnection) -> str:
 
 
 def _cross_site(conn: ASGIConnection) -> bool:
-    """A request that another site, or an opaque origin (the job sandbox, docs/sdk.md), made the browser
+    """A request that another site, or an opaque origin (the job sandbox in some browsers), made the browser
     send: it never acts with our cookies, whatever their SameSite lets through. Only a top-level
     navigation that reads (a link in a mail, the identity provider's redirect back) is the person's own.
     Fetch Metadata tells; browsers without it still send Origin on the requests that change things."""

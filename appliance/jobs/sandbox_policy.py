@@ -9,7 +9,8 @@ a Content-Security-Policy naming only these origins (its frame's, ``frame_policy
 from __future__ import annotations
 
 import hashlib
-from urllib.parse import urlsplit
+import re
+from urllib.parse import urlencode, urlsplit
 
 from appliance.audit import service as audit
 from appliance.clock import now
@@ -76,21 +77,37 @@ def warm_sandbox_url(scripts: list[str], origins: list[str], *, cloud: bool) -> 
     return f"/worker/sandbox.js?origins={origins_digest(origins)}"
 
 
+# An origin as a Content-Security-Policy source may name it: nothing else may reach a policy.
+_ORIGIN = re.compile(r"https?://(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?")
+
+
+def is_origin(value: str) -> bool:
+    return _ORIGIN.fullmatch(value) is not None
+
+
+def frame_url(script_origins: list[str], connect_origins: list[str]) -> str:
+    """The sandbox frame of a policy (sandbox_routes.frame): the origins beyond the appliance that its
+    Web Workers may load scripts from and connect to. The frame is loaded without credentials, so its
+    URL, not the caller, says what it is; one policy, one frame, whichever runs share it."""
+    query = [("script", o) for o in dict.fromkeys(script_origins)] + [
+        ("connect", o) for o in dict.fromkeys(connect_origins)
+    ]
+    return f"/worker/sandbox.html?{urlencode(query)}" if query else "/worker/sandbox.html"
+
+
 def frame_policy(appliance_origin: str, script_origins: list[str], connect_origins: list[str]) -> str:
     """The Content-Security-Policy of a sandbox frame, which its Web Workers (started from blob: URLs
-    of the frame) take on. ``sandbox allow-scripts`` makes the frame's origin opaque even where it is
-    opened on its own; only the worker page's origin may frame it. The appliance is named by its
+    of the frame) take on; only the worker page's origin may frame it. The appliance is named by its
     http(s) origin, which (unlike 'self', which an opaque origin matches nothing with) does not match
     its WebSocket: job code cannot open the worker protocol.
 
     'unsafe-eval' is allowed here, and only here (never on the dashboard's pages): job code is
     arbitrary code already, so eval gives it nothing new, while Emscripten's embind, TF.js bundles and
-    many other libraries build functions from strings. The sandbox's boundary is its origin, which
-    holds no credentials, and what the task may reach (connect-src, GET only, no importScripts)."""
+    many other libraries build functions from strings. The sandbox's boundary is that it holds no
+    credentials (docs/sdk.md), and what the task may reach (connect-src, GET only, no importScripts)."""
     scripts = " ".join(dict.fromkeys([appliance_origin, *script_origins]))
     connect = " ".join(dict.fromkeys([appliance_origin, *connect_origins]))
     return (
         f"default-src 'none'; script-src {scripts} 'unsafe-eval' 'wasm-unsafe-eval'; worker-src blob:; "
-        f"connect-src {connect}; base-uri 'none'; form-action 'none'; frame-ancestors {appliance_origin}; "
-        "sandbox allow-scripts"
+        f"connect-src {connect}; base-uri 'none'; form-action 'none'; frame-ancestors {appliance_origin}"
     )

@@ -1,10 +1,12 @@
 """The job sandbox of worker browsers (docs/sdk.md and docs/architecture.md, "The sandbox"): the
-frame each sandbox Web Worker runs in, and the script it starts from.
+script each sandbox Web Worker starts from, and the frame it runs in.
 
-Job code must never act as the employee whose browser runs it, so it runs on no origin of ours: the
-worker page puts a hidden frame with an opaque origin (``sandbox.html``) on itself, and that frame
-starts the Web Workers from the text of the sandbox script (``sandbox.js``), which the page fetched.
-A Web Worker started so has the frame's origin and Content-Security-Policy: the run's own, below.
+Job code must never act as the employee whose browser runs it, so it runs where no credential is: the
+worker page puts a hidden frame on itself that is loaded without credentials (a ``credentialless``
+iframe, or where a browser has none, one with an opaque origin), and that frame starts the Web Workers
+from the text of the sandbox script (``sandbox.js``), which the page fetched with its cookie. A Web
+Worker started so has the frame's credential-free context and its Content-Security-Policy, which the
+frame's URL names (the script's ``x-peermr-frame`` header gives it).
 
 The script loads our task runtime, then the job's declared scripts, seals the worker (no
 importScripts, XMLHttpRequest, WebSocket or EventSource; fetch GET-only to allowed origins), and only
@@ -21,11 +23,18 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Response
 
 from appliance import __version__
-from appliance.accounts.auth import WORKER_BROWSER, access
+from appliance.accounts.auth import PUBLIC, WORKER_BROWSER, access
+from appliance.errors import InvalidRequest
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin
-from appliance.jobs.coordinator import Active
-from appliance.jobs.sandbox_policy import allowed_origins, frame_policy, origin_of, origins_digest
+from appliance.jobs.sandbox_policy import (
+    allowed_origins,
+    frame_policy,
+    frame_url,
+    is_origin,
+    origin_of,
+    origins_digest,
+)
 from appliance.jobs.sandbox_script import build, import_runtime
 
 # The frame's whole document: its script (static/worker/sandbox-frame.js) starts the Web Workers.
@@ -33,26 +42,10 @@ FRAME = (
     '<!doctype html>\n<meta charset="utf-8">\n'
     f'<script src="/static/worker/sandbox-frame.js?v={__version__}"></script>\n'
 )
-# A run's script and frame never change, so the browser keeps them for the run's next tasks (private:
-# not in shared caches). The warm sandbox's follow the allow-list, so they are never kept.
+FRAME_HEADER = "x-peermr-frame"  # which frame a sandbox script runs in
+# A run's script never changes, so the browser keeps it for the run's next tasks (private: not in
+# shared caches). The warm sandbox's follows the allow-list, so it is never kept.
 RUN_CACHE = "private, max-age=86400"
-WARM_CACHE = "no-store"
-
-
-def _run(request: Request, run_id: int) -> Active:
-    """The run, while it runs, for browsers of an account holding one of its ranks only."""
-    coordinator = coordinator_of(request)
-    if not coordinator.allows_sandbox(run_id, request.user.user_id):
-        raise NotFoundException("No such run for this worker.")
-    return coordinator.live(run_id)
-
-
-def _frame(policy: str, cache: str) -> Response:
-    return Response(
-        FRAME,
-        media_type="text/html",
-        headers={"content-security-policy": policy, "x-frame-options": "SAMEORIGIN", "cache-control": cache},
-    )
 
 
 async def _warm_origins(request: Request, origins: str) -> list[str]:
@@ -65,20 +58,19 @@ async def _warm_origins(request: Request, origins: str) -> list[str]:
 
 @get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
 async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
-    run = _run(request, run_id)
-    text, _ = build(run.spec, appliance_origin(request))
-    return Response(text, media_type="text/javascript", headers={"cache-control": RUN_CACHE})
-
-
-@get("/worker/runs/{run_id:int}/sandbox.html", opt=access(WORKER_BROWSER), include_in_schema=False)
-async def run_frame(request: Request, run_id: FromPath[int]) -> Response:
-    run = _run(request, run_id)
+    coordinator = coordinator_of(request)
+    # Only while the run runs, and only to browsers of an account holding one of its ranks.
+    if not coordinator.allows_sandbox(run_id, request.user.user_id):
+        raise NotFoundException("No such run for this worker.")
+    run = coordinator.live(run_id)
     origin = appliance_origin(request)
     connect = list(run.origins)
     if run.storage is not None:
         connect.append(run.storage.origin)
     scripts = [origin_of(url, origin) for url in run.spec.scripts]
-    return _frame(frame_policy(origin, scripts, connect), RUN_CACHE)
+    text, _ = build(run.spec, origin)
+    headers = {FRAME_HEADER: frame_url(scripts, connect), "cache-control": RUN_CACHE}
+    return Response(text, media_type="text/javascript", headers=headers)
 
 
 @get("/worker/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
@@ -88,18 +80,30 @@ async def warm_sandbox(request: Request, origins: FromQuery[str]) -> Response:
     same fetch origins) has it load its script instead of starting a Web Worker, which takes longer
     than a short task. Served under the current allow-list only: a sandbox's policy is the one it
     started with."""
-    await _warm_origins(request, origins)
+    current = await _warm_origins(request, origins)
     return Response(
         import_runtime(appliance_origin(request)) + "\n",
         media_type="text/javascript",
-        headers={"cache-control": WARM_CACHE},
+        headers={FRAME_HEADER: frame_url([], current), "cache-control": "no-store"},
     )
 
 
-@get("/worker/sandbox.html", opt=access(WORKER_BROWSER), include_in_schema=False)
-async def warm_frame(request: Request, origins: FromQuery[str]) -> Response:
-    current = await _warm_origins(request, origins)
-    return _frame(frame_policy(appliance_origin(request), [], current), WARM_CACHE)
+@get("/worker/sandbox.html", opt=access(PUBLIC), include_in_schema=False)
+async def frame(
+    request: Request, script: FromQuery[list[str] | None] = None, connect: FromQuery[list[str] | None] = None
+) -> Response:
+    """A sandbox frame under the policy its URL names (sandbox_policy.frame_url). It is loaded without
+    credentials, and holds nothing but our frame script: anyone may have one, under any policy of
+    well-formed origins, and only the appliance's own pages may frame it."""
+    origins = [*(script or []), *(connect or [])]
+    if bad := next((o for o in origins if not is_origin(o)), None):
+        raise InvalidRequest(f"{bad!r} is not an origin like https://data.example.com")
+    policy = frame_policy(appliance_origin(request), script or [], connect or [])
+    return Response(
+        FRAME,
+        media_type="text/html",
+        headers={"content-security-policy": policy, "x-frame-options": "SAMEORIGIN", "cache-control": "no-cache"},
+    )
 
 
-ROUTES = [run_sandbox, run_frame, warm_sandbox, warm_frame]
+ROUTES = [run_sandbox, warm_sandbox, frame]

@@ -215,7 +215,7 @@ async def start_run(
             f"({', '.join(origins) or 'none configured'}); not allowed: {', '.join(refused)}"
         )
     if spec.storage_type != "pmrfs":
-        await _check_cloud_storage(actor, spec, coordinator.cloud_keys)
+        await _check_cloud_storage(actor, spec, appliance_origin, coordinator.cloud_keys)
     # The run's seed (context.rng) is fixed here, so the spec the workers get names it.
     seed = spec.seed if spec.seed is not None else random.randrange(1 << 31)
     spec = msgspec.structs.replace(spec, seed=seed)
@@ -238,14 +238,14 @@ async def start_run(
     return msgspec.structs.replace(await get_run(actor, run_id, coordinator), warning=warning)
 
 
-async def _check_cloud_storage(actor: Actor, spec: JobSpec, keys: cloud.CloudKeys) -> None:
-    """An s3/gcs run needs the account's bucket, and the bucket must let the job sandbox reach it (CORS)."""
+async def _check_cloud_storage(actor: Actor, spec: JobSpec, appliance_origin: str, keys: cloud.CloudKeys) -> None:
+    """An s3/gcs run needs the account's bucket, and the bucket must let worker pages reach it (CORS)."""
     storage = await cloud.storage_for(keys, actor.user_id)  # SecretUnreadable: 400
     if storage is None:
         raise InvalidRequest(
             f"Storage type {spec.storage_type} needs your bucket's settings: save them on the Cloud Data page first."
         )
-    problem = await cloud.check_worker_cors(storage, cloud.SANDBOX_ORIGIN)
+    problem = await cloud.check_worker_cors(storage, appliance_origin)
     if problem:
         raise InvalidRequest(f'{problem} Use "Set CORS for workers" on the Cloud Data page.')
 

@@ -1,9 +1,9 @@
-// The job sandbox's frame: a hidden iframe of the worker page whose origin is opaque (the page's
-// sandbox="allow-scripts", and the `sandbox` directive of its response), served under the run's
-// Content-Security-Policy (jobs/sandbox_routes.py). It starts each sandbox Web Worker from the
-// script text the page fetched, as a blob: URL of this frame, so the Web Worker takes this frame's
-// opaque origin and policy: no request job code makes carries the employee's cookies, and no
-// storage of the worker page's origin is in its reach (docs/architecture.md, "The sandbox").
+// The job sandbox's frame: a hidden iframe of the worker page loaded without credentials (a
+// credentialless iframe, or an opaque origin; static/worker/sandboxes.js), served under the
+// Content-Security-Policy its URL names (jobs/sandbox_routes.py). It starts each sandbox Web Worker
+// from the script text the page fetched, as a blob: URL of this frame, so the Web Worker takes this
+// frame's credential-free context and policy: no request job code makes carries the employee's
+// cookies, and no storage of the worker page is in its reach (docs/architecture.md, "The sandbox").
 //   page -> frame   window message {type: 'connect'} with the control port, once
 //   control port:   page -> frame  {type: 'spawn', id, url, text} with the sandbox's port,
 //                                  {type: 'terminate', id}

@@ -1,25 +1,33 @@
 // Job sandboxes of the worker page (docs/architecture.md, "The sandbox"). Job code is hostile, and
 // the page is same-origin with the dashboard: a Web Worker started from a URL of the appliance
 // would send the employee's cookies with every request job code made. So each sandbox Web Worker
-// runs inside a hidden frame with an opaque origin (static/worker/sandbox-frame.js), one frame per
-// sandbox policy: /worker/runs/<id>/sandbox.html for a run, /worker/sandbox.html?origins=... for
-// a warm sandbox, each under that policy's Content-Security-Policy. The page fetches the sandbox
-// script (with its own cookie, which job code never sees) and hands the frame its text.
+// runs inside a hidden frame loaded without credentials (static/worker/sandbox-frame.js): a
+// credentialless iframe (no cookies, no HTTP authentication, storage of its own that ends with the
+// page), or, in a browser without those, one with an opaque origin (where Web Workers have no
+// WebGPU: this page then reports none). One frame per sandbox policy, which its URL names and the
+// sandbox script's x-peermr-frame header gives; its Content-Security-Policy is the Web Workers'. The
+// page fetches the sandbox script (with its own cookie, which job code never sees) and hands the
+// frame its text.
 //
 // start(script) gives what tasks.js uses of a Web Worker: postMessage, terminate, onmessage,
 // onerror and onmessageerror, plus load(script) for a warm sandbox taking on a run's script. Its
 // messages go over a MessagePort straight to the sandbox; the frame only starts and stops them.
 const FRAME_TIMEOUT_MS = 30_000;  // a frame that has not answered by then failed to load
 const FRAME_LINGER_MS = 60_000;   // a frame without sandboxes is kept this long for the run's next task
+export const CREDENTIALLESS = 'credentialless' in HTMLIFrameElement.prototype;
 
-// The sandbox script's text, or an Error that says why not (the run ended, the network).
-async function scriptText(script) {
+// The sandbox script: {text, frame} (the frame's URL), or an Error that says why not (the run ended,
+// the network).
+async function sandboxScript(script) {
+  const failed = why => new Error(`the sandbox script ${script} could not be loaded: ${why}`);
   try {
     const response = await fetch(script);
-    if (response.ok) return await response.text();
-    return new Error(`the sandbox script ${script} could not be loaded: HTTP ${response.status}`);
+    if (!response.ok) return failed(`HTTP ${response.status}`);
+    const frame = response.headers.get('x-peermr-frame');
+    if (!frame?.startsWith('/worker/sandbox.html')) return failed('it names no sandbox frame');
+    return {text: await response.text(), frame};
   } catch (e) {
-    return new Error(`the sandbox script ${script} could not be loaded: ${e.message || e}`);
+    return failed(e.message || e);
   }
 }
 
@@ -30,7 +38,8 @@ class Frame {
     this.live = 0;
     this.linger = null;
     this.iframe = document.createElement('iframe');
-    this.iframe.sandbox = 'allow-scripts';
+    if (CREDENTIALLESS) this.iframe.credentialless = true;
+    else this.iframe.sandbox = 'allow-scripts';
     this.iframe.hidden = true;
     this.iframe.src = url;
     const channel = new MessageChannel();
@@ -107,19 +116,19 @@ class Sandbox {
   }
 
   async start(script) {
-    const text = await scriptText(script);
+    const loaded = await sandboxScript(script);
     if (this.ended) return;
-    if (text instanceof Error) return this.error({message: text.message});
-    this.frame = this.sandboxes.frame(script);
-    this.frame.spawn(this.id, new URL(script, location.href).href, text, this.remote, data => this.error(data));
+    if (loaded instanceof Error) return this.error({message: loaded.message});
+    this.frame = this.sandboxes.frame(loaded.frame);
+    this.frame.spawn(this.id, new URL(script, location.href).href, loaded.text, this.remote, data => this.error(data));
   }
 
-  // A warm sandbox takes on the run's script (the runtime evaluates it).
+  // A warm sandbox takes on the run's script (the runtime evaluates it; its policy is the run's).
   load(script) {
     const loading = this.loading || Promise.resolve();
-    this.loading = loading.then(() => scriptText(script)).then(text => {
-      if (text instanceof Error) this.error({message: text.message});
-      else if (!this.ended) this.port.postMessage({type: 'load', url: new URL(script, location.href).href, text});
+    this.loading = loading.then(() => sandboxScript(script)).then(loaded => {
+      if (loaded instanceof Error) this.error({message: loaded.message});
+      else if (!this.ended) this.port.postMessage({type: 'load', url: new URL(script, location.href).href, text: loaded.text});
     });
   }
 
@@ -144,9 +153,8 @@ export class Sandboxes {
     return sandbox;
   }
 
-  // The frame of a sandbox script's policy: the same URL with sandbox.html for sandbox.js.
-  frame(script) {
-    const url = script.replace(/sandbox\.js(?=\?|$)/, 'sandbox.html');
+  // The frame of a policy, by its URL.
+  frame(url) {
     let frame = this.frames.get(url);
     if (!frame) {
       frame = new Frame(url, idle => {

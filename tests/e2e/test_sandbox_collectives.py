@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance.jobs.sandbox_policy import frame_policy
-from appliance.jobs.sandbox_routes import FRAME
-from tests.support import QuietHandler
+from tests.support import QuietHandler, reply_sandbox_frame, sandbox_frame_header
 
 pytestmark = pytest.mark.e2e
 
@@ -223,15 +221,12 @@ class Handler(QuietHandler):
                 return self.reply(200, file.read_bytes(), "text/javascript")
         if path.startswith("/s3/") and path[4:] in self.bucket:
             return self.reply(200, self.bucket[path[4:]], "application/octet-stream")
-        if path.startswith("/runs/") and path.split("/")[2] in self.scripts:
-            origin = f"http://{self.headers['host']}"
-            if path.endswith("/sandbox.html"):  # the appliance's sandbox frame, under its policy
-                return self.reply(
-                    200, FRAME.encode(), "text/html", {"content-security-policy": frame_policy(origin, [], [])}
-                )
-            if path.endswith("/sandbox.js"):
-                script = self.scripts[path.split("/")[2]].replace("ORIGIN", origin)
-                return self.reply(200, script.encode(), "text/javascript")
+        origin = f"http://{self.headers['host']}"
+        if path.startswith("/runs/") and path.endswith("/sandbox.js") and path.split("/")[2] in self.scripts:
+            script = self.scripts[path.split("/")[2]].replace("ORIGIN", origin)
+            return self.reply(200, script.encode(), "text/javascript", sandbox_frame_header([]))
+        if path == "/worker/sandbox.html":
+            return reply_sandbox_frame(self, origin, self.path.partition("?")[2])
         return self.reply(404)
 
     def end_headers(self):

@@ -1,6 +1,6 @@
 """Tasks in real Chromium without the appliance's engine: the worker page's TaskRunner
 (static/worker/tasks.js) runs sandbox scripts shaped like the appliance's (importScripts
-sandbox.js, seal, define) in the appliance's sandbox frames, under the same Content-Security-Policy,
+sandbox.js, seal, define) in the appliance's sandbox frame, under the same Content-Security-Policy,
 with the tab's real BlobStore. A small HTTP server stands in for the appliance: it serves static/
 (readable from any origin, as the appliance's), the sandbox scripts and frames, an S3-like bucket
 and an echo endpoint; a second one is another origin."""
@@ -19,9 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from appliance.jobs import codecs
-from appliance.jobs.sandbox_policy import frame_policy
-from appliance.jobs.sandbox_routes import FRAME
-from tests.support import QuietHandler
+from tests.support import QuietHandler, reply_sandbox_frame, sandbox_frame_header
 
 pytestmark = pytest.mark.e2e
 
@@ -104,15 +102,14 @@ class Handler(QuietHandler):
             if STATIC in file.parents and file.is_file():
                 return self.reply(200, file.read_bytes(), TYPES.get(file.suffix, "application/octet-stream"))
             return self.reply(404)
-        if path.startswith("/runs/") and path.endswith(("/sandbox.js", "/sandbox.html")):
+        if path.startswith("/runs/") and path.endswith("/sandbox.js"):
             name = path.split("/")[2]
             if name not in self.scripts:
                 return self.reply(404)
             script, connect = self.scripts[name]
-            if path.endswith(".js"):
-                return self.reply(200, script.encode(), "text/javascript")
-            csp = frame_policy(self.origin, [], connect)  # the appliance's own
-            return self.reply(200, FRAME.encode(), "text/html", {"content-security-policy": csp})
+            return self.reply(200, script.encode(), "text/javascript", sandbox_frame_header(connect))
+        if path == "/worker/sandbox.html":
+            return reply_sandbox_frame(self, self.origin, url.query)
         if path.startswith("/s3/") and path[4:] in self.bucket:
             return self.reply(200, self.bucket[path[4:]], "application/octet-stream")
         if path == "/echo":

@@ -313,6 +313,12 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
         {},
         {**SIGNED_IN, "enrolled": 404, "worker": 404, "coordinator": 404, "admin": 404},
     ),
+    # The sandbox frame: loaded without credentials, so public; a policy of anything but origins is refused.
+    ("GET", "/worker/sandbox.html"): (
+        "/worker/sandbox.html?connect=https://a.example;script-src%20*",
+        {},
+        everyone(400),
+    ),
     # Cloud Data: each coordinator's own bucket settings. A refused form is 400; the test, CORS and
     # remove actions go back to the page (there is nothing saved to act on here).
     ("GET", "/ui/cloud"): ("/ui/cloud", {}, COORDINATORS),
