@@ -67,7 +67,7 @@ class CandidatesAnnounced(Event):
     """IP addresses of the worker's own ICE candidates, seen in signalling it sent through the appliance."""
 
     worker: Worker
-    addresses: frozenset[str]
+    addresses: tuple[str, ...]  # in the order the worker sent them
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,18 +25,19 @@ def candidate_address(attribute: str) -> str | None:
         return None
 
 
-def sdp_addresses(sdp: str) -> set[str]:
+def sdp_addresses(sdp: str) -> list[str]:
+    """In the order of the lines, each once."""
     lines = (line for line in sdp.splitlines() if line.startswith("a=" + CANDIDATE))
-    return {address for line in lines if (address := candidate_address(line))}
+    return list(dict.fromkeys(address for line in lines if (address := candidate_address(line))))
 
 
-def signal_addresses(data: dict) -> set[str]:
+def signal_addresses(data: dict) -> list[str]:
     """The addresses in a `signal` message's data (a candidate or a description; anything else has none)."""
     candidate, sdp = data.get("candidate"), data.get("sdp")
     if isinstance(candidate, dict):
         candidate = candidate.get("candidate")
     if isinstance(candidate, str):
-        return {address} if (address := candidate_address(candidate)) else set()
+        return [address] if (address := candidate_address(candidate)) else []
     if isinstance(sdp, dict):
         sdp = sdp.get("sdp")
-    return sdp_addresses(sdp) if isinstance(sdp, str) else set()
+    return sdp_addresses(sdp) if isinstance(sdp, str) else []

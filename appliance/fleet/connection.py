@@ -222,10 +222,10 @@ class Session:
         await self.announce(signal_addresses(message.data))
         await peer.send(p.SignalOut(transfer_id=message.transfer_id, data=message.data))
 
-    async def announce(self, addresses: set[str]) -> None:
+    async def announce(self, addresses: list[str]) -> None:
         """The worker's own candidates' addresses, the peers the TURN relay may reach (turn/announced.py)."""
         if addresses:
-            await self.fleet.events.publish(CandidatesAnnounced(self.worker, frozenset(addresses)))
+            await self.fleet.events.publish(CandidatesAnnounced(self.worker, tuple(addresses)))
 
     async def transfer_result(self, message: p.BlobStored | p.BlobFailed) -> None:
         transfer = self.fleet.transfers.get(message.transfer_id)

@@ -203,22 +203,25 @@ def forbidden(appliance: Appliance, address: str) -> bool:
 
 
 async def test_the_candidates_of_a_workers_answer_to_the_appliance_probe_are_announced(appliance, admin):
-    address = "198.51.100.23"
-    assert forbidden(appliance, address)
+    # A worker that claims a whole network keeps only its 32 most recent addresses.
+    addresses = [f"198.51.100.{n}" for n in range(1, 41)]
+    assert forbidden(appliance, addresses[-1])
     answered = asyncio.Event()
 
     async def answer(worker: SimWorker, offer: dict) -> None:
-        sdp = f"v=0\r\na=candidate:1 1 udp 2122260223 {address} 50000 typ host\r\n"
-        await worker.send({"type": "probe-answer", "replyTo": offer["id"], "sdp": sdp})
+        lines = "".join(f"a=candidate:{n} 1 udp 2122260223 {a} 50000 typ host\r\n" for n, a in enumerate(addresses))
+        await worker.send({"type": "probe-answer", "replyTo": offer["id"], "sdp": "v=0\r\n" + lines})
         answered.set()
 
     worker = await SimWorker(appliance.url, cookie_of(admin), on_probe_offer=answer).start()
     try:
         await asyncio.wait_for(answered.wait(), 30)
         deadline = time.monotonic() + 5
-        while forbidden(appliance, address) and time.monotonic() < deadline:
+        while forbidden(appliance, addresses[-1]) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        assert not forbidden(appliance, address)
+        assert not forbidden(appliance, addresses[-1])
+        assert not forbidden(appliance, addresses[-32])
+        assert forbidden(appliance, addresses[0]) and forbidden(appliance, addresses[-33])
     finally:
         await worker.close()
 
