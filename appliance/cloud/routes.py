@@ -36,9 +36,12 @@ def _origin(url: str) -> str:
 
 
 def worker_origins(request: Request, settings: Settings) -> list[str]:
-    """Where the pages that use the bucket run: the appliance's public URL, the address this page was
-    opened at, and the job sandbox where a browser runs it on an opaque origin (named ``null``)."""
-    return list(dict.fromkeys([_origin(settings.base_url), _origin(str(request.base_url)), service.SANDBOX_ORIGIN]))
+    """Where worker pages are loaded from: the appliance's public URL, and the address this page was opened at."""
+    origins = [_origin(settings.base_url)]
+    here = _origin(str(request.base_url))
+    if here not in origins:
+        origins.append(here)
+    return origins
 
 
 async def _page(

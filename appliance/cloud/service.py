@@ -44,10 +44,6 @@ CORS_RULE_ID = "peermr-workers"
 CORS_MAX_AGE = 3600
 # The key a CORS check's preflight names (nothing is written there).
 CORS_CHECK_KEY = ".peermr-cors-check"
-# The Origin that requests of the job sandbox carry in browsers without credentialless frames, where it
-# runs on an opaque origin (jobs/sandbox_routes.py). It reads and writes the bucket through presigned
-# URLs, which are the only credential CORS lets by.
-SANDBOX_ORIGIN = "null"
 
 
 class CloudDataError(Unavailable):

@@ -45,9 +45,12 @@ async def test_a_warm_sandbox_has_the_policy_of_the_runs_it_may_load(appliance, 
         own = carol_client.get(prepare["script"])
         warm = carol_client.get(prepare["warm"])
         assert own.status_code == warm.status_code == 200, (own.text[:300], warm.text[:300])
-        # The same Content-Security-Policy: the appliance, the allowed origins, eval; nothing else.
-        assert warm.headers["content-security-policy"] == own.headers["content-security-policy"]
-        assert CDN in warm.headers["content-security-policy"]
+        # The same sandbox frame, whose Content-Security-Policy is the appliance, the allowed origins,
+        # eval; nothing else. It is loaded without credentials: anyone gets it.
+        assert warm.headers["x-peermr-frame"] == own.headers["x-peermr-frame"]
+        frame = appliance.client().get(warm.headers["x-peermr-frame"])
+        assert frame.status_code == 200 and "sandbox-frame.js" in frame.text
+        assert f"connect-src {appliance.url} {CDN};" in frame.headers["content-security-policy"]
         assert warm.headers["cache-control"] == "no-store"  # a policy of its own time, never reused
         # The runtime alone: the run's script, loaded into it, does not load the runtime again.
         assert "importScripts(" in warm.text and "define(" not in warm.text
@@ -94,7 +97,7 @@ async def test_a_warm_sandbox_of_an_earlier_allow_list_is_refused(appliance, car
         try:
             assert now["warm"] != prepare["warm"]
             fresh = carol_client.get(now["warm"])
-            assert fresh.status_code == 200 and "https://data.example.org" in fresh.headers["content-security-policy"]
+            assert fresh.status_code == 200 and "data.example.org" in fresh.headers["x-peermr-frame"]
         finally:
             carol.http.post(f"/runs/{now['run']}/cancel", json={})
             await now["worker"].close()
