@@ -523,7 +523,10 @@ class PsReply(Base, tag="ps-reply"):
 
 
 PEER_REQUESTS = (PeerSend, PeerPutUrl, PeerReceive, PeerLink, PsRead, PsClock, PsWrite, PsUpdate)
+# A task's messages that wait for an answer: refused with one when the task is not the sender's.
+TASK_REQUESTS = (TaskPutUrl, *PEER_REQUESTS)
 _REPLIES = {
+    TaskPutUrl: TaskPutUrlReply,
     PeerSend: PeerSendReply,
     PeerPutUrl: PeerPutUrlReply,
     PeerReceive: PeerMessage,
@@ -532,7 +535,7 @@ _REPLIES = {
 
 
 def refusal(request: Base, error: str) -> Base:
-    """The reply that refuses a peer or parameter-server request."""
+    """The reply that refuses a task's upload-URL, peer or parameter-server request."""
     return _REPLIES.get(type(request), PsReply)(reply_to=request.id, error=error)
 
 

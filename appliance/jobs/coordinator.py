@@ -26,6 +26,7 @@ import datetime as dt
 import functools
 import itertools
 import logging
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -504,7 +505,7 @@ class Coordinator:
         task = run.execution.find(header.task_id) if run is not None and not run.ending else None
         if task is None or task.worker_id != worker.worker_id:
             # An attempt that was replaced, or a message for someone else's task: a request gets its answer.
-            if isinstance(header, p.PEER_REQUESTS):
+            if isinstance(header, p.TASK_REQUESTS):
                 self._spawn(worker.send(p.refusal(header, "this task is not running on this worker")))
             return
         if isinstance(header, p.PEER_REQUESTS):
@@ -1196,7 +1197,11 @@ class Coordinator:
 
     async def _put_url(self, run: Active, task: Task, worker: Worker, message: p.TaskPutUrl) -> None:
         if run.storage is None:
-            await worker.send(p.TaskPutUrlReply(reply_to=message.id, error="this run stores its data in PMRFS"))
+            error = "this run stores its data in PMRFS"
+        else:
+            error = self._partition_problem(run, task, message.partition)
+        if error:
+            await worker.send(p.TaskPutUrlReply(reply_to=message.id, error=error))
             return
         seq = run.put_keys.get(task.id, 0)
         run.put_keys[task.id] = seq + 1
@@ -1281,16 +1286,23 @@ class Coordinator:
 
     def _check_outputs(self, run: Active, task: Task, outputs: list[p.TaskOutput]) -> str | None:
         """What is wrong with a task's reported outputs, or None."""
-        partitioning = run.execution.partitioning(task.stage)
         for o in outputs:
-            if partitioning == "rank" and o.partition != task.rank:
-                return f"partition {o.partition} from rank {task.rank} of a stage partitioned by rank"
-            if o.partition >= run.execution.worker_count:
-                return f"partition {o.partition} of {run.execution.worker_count}"
+            if problem := self._partition_problem(run, task, o.partition):
+                return problem
             if run.storage is None and o.sha256 is None:
                 return "an output without its SHA-256"
-            if run.storage is not None and not (o.key or "").startswith(self._task_prefix(run, task) + "/"):
+            # A key task-put-url issued for the partition: "../" in it would name another run's object.
+            if run.storage is not None and not re.fullmatch(
+                rf"{re.escape(self._task_prefix(run, task))}/part-{o.partition:05d}-\d{{5,}}", o.key or ""
+            ):
                 return "an output key outside the task's prefix"
+        return None
+
+    def _partition_problem(self, run: Active, task: Task, partition: int) -> str | None:
+        if run.execution.partitioning(task.stage) == "rank" and partition != task.rank:
+            return f"partition {partition} from rank {task.rank} of a stage partitioned by rank"
+        if partition >= run.execution.worker_count:
+            return f"partition {partition} of {run.execution.worker_count}"
         return None
 
     def _failed(self, run: Active, task: Task, message: p.TaskFailed) -> None:

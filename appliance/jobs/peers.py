@@ -114,24 +114,27 @@ class Peers:
         location = message.key if run.storage is not None else message.sha256
         if not error and location is None:
             error = "a message needs the object key (s3 runs) or the blob's sha256 (pmrfs runs)"
-        if not error and run.storage is not None and not location.startswith(self._mail_prefix(run, task)):
-            error = "that object key was not issued for this task's messages"
+        issued = self._mail_key(run, task, message.to_rank, message.tag) if run.storage is not None else location
+        if not error and location != issued:
+            # Exactly the key peer-put-url issued: one with "../" in it would be another run's object.
+            error = "that object key was not issued for this message"
         if not error:
             holders = {worker.worker_id} if run.storage is None else set()
             key = (task.group, task.stage, task.rank, message.to_rank, message.tag)
             error = run.mail.post(key, Letter(location, message.size, task.attempt, holders))
         self.spawn(worker.send(p.PeerSendReply(reply_to=message.id, error=error or "")))
 
-    def _mail_prefix(self, run, task: Task) -> str:
-        return f"{run.key_prefix()}/messages/{task.group}/{stage_label(task.stage)}/rank-{task.rank:05d}/"
+    def _mail_key(self, run, task: Task, to_rank: int, tag: str) -> str:
+        # The tag in hex: any string makes a valid object key.
+        where = f"{run.key_prefix()}/messages/{task.group}/{stage_label(task.stage)}/rank-{task.rank:05d}"
+        return f"{where}/to-{to_rank:05d}/attempt-{task.attempt}/{tag.encode().hex()}"
 
     async def _put_url(self, run, task: Task, worker: Worker, message: p.PeerPutUrl) -> None:
-        if run.storage is None:
-            await worker.send(p.PeerPutUrlReply(reply_to=message.id, error="this run stores its data in PMRFS"))
+        error = "this run stores its data in PMRFS" if run.storage is None else self._rank_error(run, message.to_rank)
+        if error:
+            await worker.send(p.PeerPutUrlReply(reply_to=message.id, error=error))
             return
-        # The tag in hex: any string makes a valid object key.
-        tag = message.tag.encode().hex()
-        key = f"{self._mail_prefix(run, task)}to-{message.to_rank:05d}/attempt-{task.attempt}/{tag}"
+        key = self._mail_key(run, task, message.to_rank, message.tag)
         url = cloud.presign_put(run.storage, key)
         await worker.send(p.PeerPutUrlReply(reply_to=message.id, url=url, key=key))
 

@@ -42,7 +42,8 @@ class Training:
     """A run of ``ranks`` simulated workers, each holding its map task open until ``release``."""
 
     def __init__(self, appliance, carol: Api, cookie: str, ranks: int, **spec):
-        self.appliance, self.carol, self.cookie, self.ranks, self.spec = appliance, carol, cookie, ranks, spec
+        self.appliance, self.carol, self.cookie, self.ranks = appliance, carol, cookie, ranks
+        self.script = job_script(workers=ranks, **spec)
         self.maps: dict[int, tuple[SimWorker, dict]] = {}
         self.all_started = asyncio.Event()
         self.release = asyncio.Event()
@@ -59,7 +60,7 @@ class Training:
         self.workers = [
             await SimWorker(self.appliance.url, self.cookie, on_task=self.on_task).start() for _ in range(self.ranks)
         ]
-        self.run = self.carol.run(self.carol.job(job_script(workers=self.ranks, **self.spec)))
+        self.run = self.carol.run(self.carol.job(self.script))
         await asyncio.wait_for(self.all_started.wait(), 30)
         return self
 
