@@ -221,3 +221,22 @@ async def test_an_s3_task_gets_upload_urls_only_for_its_own_partitions_and_messa
             await asyncio.sleep(0.1)
         assert "reported a bad result (an output key outside the task's prefix)" in logs
         assert (await theirs.finish())["state"] == "succeeded"
+
+
+async def test_log_lines_and_outputs_past_the_protocols_limits_are_refused(appliance, carol, dave):
+    async with Held(appliance, carol) as ours, Held(appliance, dave) as theirs:
+        mine, task_id = ours.worker(0), ours.task_id(0)
+        line = {"at": 1, "text": "flood"}
+        many = {"type": "task-log", "taskId": task_id, "lines": [line] * 101}
+        assert "Expected `array` of length <= 100 - at `$.lines`" in await refused_as_malformed(mine, many)
+        long = {"type": "task-log", "taskId": task_id, "lines": [{"at": 1, "text": "x" * 2001}]}
+        assert "Expected `str` of length <= 2000 - at `$.lines[0].text`" in await refused_as_malformed(mine, long)
+        output = {"partition": 0, "size": 1, "records": 1, "sha256": OURS}
+        done = {"type": "task-done", "taskId": task_id, "outputs": [output] * 4097}
+        assert "Expected `array` of length <= 4096 - at `$.outputs`" in await refused_as_malformed(mine, done)
+        # The other run goes on and ends well; neither run's log has the refused lines.
+        assert (await theirs.finish())["state"] == "succeeded"
+        assert (await ours.finish())["state"] == "succeeded"
+    for run in (ours, theirs):
+        logs = run.owner.api.http.get(f"/runs/{run.run['id']}/logs").text
+        assert "flood" not in logs and "x" * 2000 not in logs
