@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import msgspec
@@ -85,7 +86,8 @@ async def parameter_value(actor: Actor, run_id: int, group: str, key: str) -> tu
 def download(run_id: int, group: str, key: str, dtype: str, data: bytes, format: str) -> Response:
     """The value as an attachment: its little-endian bytes, or a JSON array (``format=json``)."""
     headers = {"X-PeerMR-Dtype": dtype}
-    name = f"run-{run_id}-{group}-{key.strip('/').replace('/', '_')}"
+    # A key is job code's text: only plain characters reach the header, the rest become '_'.
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", f"run-{run_id}-{group}-{key.strip('/')}")
     if format == "json":
         headers["Content-Disposition"] = f'attachment; filename="{name}.json"'
         values = np.frombuffer(data, dtype=DTYPES[dtype]).tolist()

@@ -44,7 +44,7 @@ class Frame {
     this.iframe.src = url;
     const channel = new MessageChannel();
     this.control = channel.port1;
-    this.failed = new Map();  // sandbox id -> its onerror, for the frame's reports
+    this.failed = new Map();  // id of a sandbox not terminated -> its onerror, for the frame's reports
     // Once the frame's script has run (its load event), it gets the control port and answers on it.
     this.connected = new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the sandbox frame ${url} did not load`)), FRAME_TIMEOUT_MS);
@@ -69,7 +69,7 @@ class Frame {
     this.live++;
     this.failed.set(id, onError);
     this.connected.then(
-      () => this.control.postMessage({type: 'spawn', id, url, text}, [port]),
+      () => { if (this.failed.has(id)) this.control.postMessage({type: 'spawn', id, url, text}, [port]); },
       e => onError({message: e.message}));
   }
 
