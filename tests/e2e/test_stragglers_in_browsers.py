@@ -135,7 +135,8 @@ def job_script(
         "reduce_wait": waiting(reduce_ms),
         # A fetch after the wait: a task whose browser process is stopped hangs there for certain (a
         # store of its output into IndexedDB does not always wait for the browser process).
-        "reduce_fetch": f"await fetch({json.dumps(urls[0])});" if reduce_fetches else "",
+        # A URL of its own: one the tab's map fetched may come from its HTTP cache without the browser process.
+        "reduce_fetch": f"await fetch({json.dumps(urls[0])} + '?reduce');" if reduce_fetches else "",
     }
 
 
