@@ -160,6 +160,14 @@
     for (const name of ['storage', 'locks']) if (hasOwn(o, name)) delete o[name];
   }
 
+  // Until the seal, the job's declared scripts may load what they need (TF.js add-ons load TF.js),
+  // their URLs resolved as in a Web Worker started from the sandbox script.
+  replaceGlobal('importScripts', function importScripts(...urls) {
+    const absolute = [];
+    for (let i = 0; i < urls.length; i++) absolute[i] = resolved(String(urls[i]));
+    return apply(originalImportScripts, undefined, absolute);
+  });
+
   function seal() {
     sealed = true;
     replaceGlobal('importScripts', function importScripts() { throw new Error(IMPORT_REFUSED); });
