@@ -36,6 +36,8 @@ tests/oidc/node_modules/.package-lock.json: tests/oidc/package.json tests/oidc/p
 	npm ci --prefix tests/oidc --no-audit --no-fund --silent
 
 test: $(VENV)/.installed test-tools tests/oidc/node_modules/.package-lock.json
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/pytest
 
 # The integration tests against a throwaway PostgreSQL cluster (installs Debian's postgresql if missing).

@@ -57,9 +57,7 @@ async def accounts_page(request: Request, settings: NamedDependency[Settings]) -
 
 
 @post("/ui/admin/accounts", opt=access(ADMIN), include_in_schema=False)
-async def create_account(
-    request: Request, data: Form[NewAccountForm], settings: NamedDependency[Settings]
-) -> Template:
+async def create_account(request: Request, data: Form[NewAccountForm], settings: NamedDependency[Settings]) -> Template:
     try:
         account, generated = await users.create_user(data.email, data.role, data.password or None)
     except ServiceError as exc:

@@ -14,9 +14,7 @@ log = logging.getLogger(__name__)
 
 async def purge_expired() -> None:
     sessions = await Session.delete().where(Session.expires_at <= now()).returning(Session.id)
-    failures = (
-        await LoginFailure.delete().where(LoginFailure.at < now() - throttle.MEMORY).returning(LoginFailure.id)
-    )
+    failures = await LoginFailure.delete().where(LoginFailure.at < now() - throttle.MEMORY).returning(LoginFailure.id)
     if sessions or failures:
         log.info("purged %d expired sessions and %d old sign-in failures", len(sessions), len(failures))
 

@@ -15,9 +15,9 @@ from litestar.datastructures import Cookie
 from litestar.response import Redirect
 
 from appliance.accounts import sessions, users
-from appliance.accounts.throttle import Lockout
 from appliance.accounts.auth import SESSION_COOKIE, client_address
 from appliance.accounts.forms import safe_next
+from appliance.accounts.throttle import Lockout
 from appliance.accounts.users import Account
 from appliance.audit import service as audit
 from appliance.config import Settings

@@ -127,7 +127,10 @@ async def test_revoking_a_token_ends_the_worker_tabs_that_joined_with_it(applian
     for cookie in cookies:
         await assert_dead(appliance, cookie)
     refused = appliance.client()
-    assert refused.post("/worker/session", json={"token": token}, headers={"x-csrftoken": refused.csrf()}).status_code == 401
+    assert (
+        refused.post("/worker/session", json={"token": token}, headers={"x-csrftoken": refused.csrf()}).status_code
+        == 401
+    )
     # Who revoked it is who disconnected them, with the reason.
     audited = [(actor, target) for actor, target, after in disconnections(appliance) if "token this tab" in after]
     assert sorted(audited) == sorted(("cora@example.com", f"worker {w.worker_id} of cora@example.com") for w in joined)
@@ -191,7 +194,8 @@ async def test_a_role_change_ends_the_dashboard_sessions_and_their_tabs(applianc
     reason = "the account's role changed to coordinator: sign in again"
     assert await closed_by_appliance(dashboard_tab) == (CLOSE_SESSION_ENDED, reason)
     assert await still_working(token_tab)
-    # The open dashboard holds no admin power any more: it is sent to sign in, and signed in again it is a coordinator's.
+    # The open dashboard holds no admin power any more: it is sent to sign in, and signed in again it is a
+    # coordinator's.
     assert erin.get("/ui/admin/accounts").status_code == 303
     await assert_dead(appliance, cookie_of(erin))
     assert signed_in(appliance, "erin").get("/ui/admin/accounts").status_code == 403

@@ -41,7 +41,9 @@ def test_a_revoked_link_stops_the_page_with_its_reason(appliance: Appliance, adm
         expect(page.locator("#note")).to_have_text(
             "This tab stopped working for the appliance: the enrolment link this tab joined with was revoked."
         )
-        expect(page.locator("#rejoin")).to_have_text("To join again, open a new enrolment link from your administrator.")
+        expect(page.locator("#rejoin")).to_have_text(
+            "To join again, open a new enrolment link from your administrator."
+        )
         time.sleep(3)  # longer than the first reconnection delays
         assert opened == []
     finally:
