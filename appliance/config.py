@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_type_hints
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -30,11 +31,21 @@ class ConfigError(ServiceError):
     """A setting is malformed; the message says which and why (`peermr` prints it and exits)."""
 
 
+# msgspec enforces these ranges as the settings are loaded; _explain tells a value outside one with
+# the whole range and the description.
+Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+RelayPort = Annotated[int, msgspec.Meta(ge=1024, le=65535)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NotNegative = Annotated[int, msgspec.Meta(ge=0)]
+MinutesInADay = Annotated[int, msgspec.Meta(ge=1, le=24 * 60, description="1440 minutes is a day")]
+RateLimit = Annotated[int, msgspec.Meta(ge=0, description="0 turns the limit off")]
+
+
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
     data_dir: str = DEFAULT_DATA_DIR
     host: str = "0.0.0.0"
-    port: int = 8000
-    turn_port: int = 3478
+    port: Port = 8000
+    turn_port: Port = 3478
     # The address employees' browsers and API clients use; derived when empty.
     public_url: str = ""
     # Empty means SQLite at <data-dir>/peermr.sqlite3; a postgresql:// URL switches engines.
@@ -44,14 +55,14 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     turn_secret: str = ""
     turn_realm: str = "peermr"
     # Relay ports handed to allocations (RFC 8656 recommends the dynamic range).
-    turn_min_port: int = 49152
-    turn_max_port: int = 65535
+    turn_min_port: RelayPort = 49152
+    turn_max_port: RelayPort = 65535
     # The relay reaches only the addresses connected workers announced as ICE candidates; these
     # comma-separated CIDRs add peers (even loopback) and refuse peers (whoever announced them).
     turn_allowed_peers: str = ""
     turn_denied_peers: str = ""
     # A disconnected worker's announced addresses stay reachable this long (a tab that reconnects).
-    turn_peer_grace_seconds: int = 60
+    turn_peer_grace_seconds: NotNegative = 60
     turn_max_allocations: int = 10_000
     turn_max_allocations_per_account: int = 1_000
     # Relayed bytes per second per allocation, each direction; 0 means no cap.
@@ -67,41 +78,42 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     timezone: str = "UTC"
     log_level: str = "info"
     # Idle dashboard sessions expire after this many hours.
-    session_hours: int = 12
+    session_hours: Positive = 12
     # Sign-in throttling (appliance/accounts/throttle.py): one email from one client address may fail
     # this many times, then waits the first wait, doubled at each further failure up to the longest.
     # An address that fails four times as often in the window, whatever the emails, waits too.
-    login_max_failures: int = 5
-    login_first_wait_seconds: int = 30
-    login_max_wait_minutes: int = 15
-    login_window_minutes: int = 15
+    login_max_failures: Positive = 5
+    login_first_wait_seconds: Positive = 30
+    # Sign-in failures are forgotten after a day (throttle.MEMORY).
+    login_max_wait_minutes: MinutesInADay = 15
+    login_window_minutes: MinutesInADay = 15
     # PMRFS: the largest object one upload may create (larger ones get 413 and store nothing),
     # and how many browsers should hold each blob (on distinct workers).
-    pmrfs_max_upload_bytes: int = 10 * 1024**3
-    replication_factor: int = 2
+    pmrfs_max_upload_bytes: NotNegative = 10 * 1024**3
+    replication_factor: Positive = 2
     # Job sandbox: comma-separated origins (https://data.example.com) job code may fetch from and
     # load scripts and WebAssembly from, besides the appliance itself. Admin → Settings adds more.
     fetch_origins: str = ""
     # How long a run waits for an idle eligible worker to take over a lost worker's rank.
-    job_replacement_grace_seconds: int = 60
+    job_replacement_grace_seconds: Positive = 60
     # After a restart, how long a run that was running waits for its workers to come back before
     # their ranks go to others and what only they held is computed again.
-    job_recovery_grace_seconds: int = 60
+    job_recovery_grace_seconds: NotNegative = 60
     # How long the rank of a worker that disconnected while running a task waits for it to come
     # back (its page keeps running the task and reports it when it reconnects).
-    job_reconnect_grace_seconds: int = 10
+    job_reconnect_grace_seconds: NotNegative = 10
     # On SIGTERM, how long `peermr serve` waits for running tasks to finish before it exits (the
     # runs continue at the next start; tasks cut short run again).
-    shutdown_grace_seconds: int = 30
+    shutdown_grace_seconds: NotNegative = 30
     # A run still queued after this many hours fails with a reason (0: it waits for ever); a run
     # may ask for another limit (its queueTimeout metadata, in seconds).
-    job_queue_timeout_hours: float = 24.0
+    job_queue_timeout_hours: Annotated[float, msgspec.Meta(ge=0)] = 24.0
     # While another account's run waits, an account's runs may not start beyond this share of the
     # connected workers (1: no limit).
-    job_fair_share: float = 1.0
+    job_fair_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0
     # A running task whose progress (emits, bytes written, context.progress()) has not moved for this
     # long while its worker still answers is stalled (and gets a backup attempt when speculation is on).
-    job_stall_seconds: int = 60
+    job_stall_seconds: Positive = 60
     # The parameter-server values one run may hold in the appliance's memory, all keys together.
     ps_max_bytes_per_run: int = 1024**3
     # OpenID Connect single sign-on (docs/operations.md); an empty issuer turns it off. The provider
@@ -126,10 +138,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     break_glass_email: str = ""
     # Per account (per address for callers without one): requests to /api/ and run submissions a
     # minute, in bursts of as many; over them the answer is 429 with Retry-After. 0 turns a limit off.
-    api_requests_per_minute: int = 3000
-    run_submissions_per_minute: int = 120
+    api_requests_per_minute: RateLimit = 3000
+    run_submissions_per_minute: RateLimit = 120
     # How often the Overview's plots sample the fleet (samples are kept 24 hours).
-    metrics_sample_seconds: int = 60
+    metrics_sample_seconds: Positive = 60
 
     @property
     def data_path(self) -> Path:
@@ -185,6 +197,25 @@ def parse_cidrs(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network
 FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 
 
+def _describe_range(kind: type, meta: msgspec.Meta) -> str:
+    if meta.ge is not None and meta.le is not None:
+        bounds = f"between {meta.ge} and {meta.le}"
+    else:
+        lower = f"at least {meta.ge}" if meta.gt is None else f"more than {meta.gt}"
+        upper = "" if meta.le is None else f" and at most {meta.le}"
+        bounds = lower + upper
+    note = "; " + meta.description if meta.description else ""
+    return f"{bounds} ({'a whole number' if kind is int else 'a number'}{note})"
+
+
+# msgspec's own message names only the bound a value crossed (or only the type it expected).
+RANGES = {
+    name: _describe_range(*get_args(hint))
+    for name, hint in get_type_hints(Settings, include_extras=True).items()
+    if get_args(hint)
+}
+
+
 def _from_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
@@ -213,22 +244,27 @@ def load_settings(overrides: dict[str, Any] | None = None, environ: dict[str, st
     try:
         settings = msgspec.convert(merged, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid setting: {exc}") from exc
+        raise ConfigError(f"invalid setting: {_explain(exc, merged)}") from exc
     _check(settings)
     return settings
 
 
+def _explain(exc: msgspec.ValidationError, merged: dict[str, Any]) -> str:
+    field = re.search(r"at `\$\.(\w+)`$", str(exc))
+    if field and field[1] in RANGES:
+        return f"{field[1]} must be {RANGES[field[1]]}, got {merged[field[1]]!r}"
+    return str(exc)
+
+
 def _check(settings: Settings) -> None:
-    for name in ("port", "turn_port"):
-        value = getattr(settings, name)
-        if not 1 <= value <= 65535:
-            raise ConfigError(f"{name} must be between 1 and 65535, got {value}")
     if settings.public_url and not settings.public_url.startswith(("http://", "https://")):
         raise ConfigError(f"public_url must start with http:// or https://, got {settings.public_url!r}")
     if settings.database_url and not (settings.uses_postgres or settings.database_url.startswith("sqlite:")):
         raise ConfigError("database_url must be a postgresql:// URL (or empty for SQLite)")
-    if not 1024 <= settings.turn_min_port <= settings.turn_max_port <= 65535:
-        raise ConfigError("turn_min_port and turn_max_port must satisfy 1024 <= min <= max <= 65535")
+    if settings.turn_min_port > settings.turn_max_port:
+        raise ConfigError(
+            f"turn_min_port ({settings.turn_min_port}) must not be above turn_max_port ({settings.turn_max_port})"
+        )
     for name in ("turn_allowed_peers", "turn_denied_peers"):
         try:
             parse_cidrs(getattr(settings, name))
@@ -238,43 +274,11 @@ def _check(settings: Settings) -> None:
         ZoneInfo(settings.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"timezone {settings.timezone!r} is not a known time zone (e.g. UTC, Europe/Paris)") from None
-    if settings.session_hours < 1:
-        raise ConfigError("session_hours must be at least 1")
-    for name in ("login_max_failures", "login_first_wait_seconds", "login_max_wait_minutes", "login_window_minutes"):
-        if getattr(settings, name) < 1:
-            raise ConfigError(f"{name} must be at least 1")
-    for name in ("login_max_wait_minutes", "login_window_minutes"):
-        # Sign-in failures are forgotten after a day (throttle.MEMORY).
-        if getattr(settings, name) > 24 * 60:
-            raise ConfigError(f"{name} must be at most 1440 (a day)")
-    if settings.pmrfs_max_upload_bytes < 0:
-        raise ConfigError("pmrfs_max_upload_bytes must not be negative")
     try:
         parse_origins(settings.fetch_origins)
     except ValueError as exc:
         raise ConfigError(f"fetch_origins: {exc}") from None
-    if settings.job_replacement_grace_seconds < 1:
-        raise ConfigError("job_replacement_grace_seconds must be at least 1")
-    if settings.job_reconnect_grace_seconds < 0:
-        raise ConfigError("job_reconnect_grace_seconds must not be negative")
-    if settings.job_recovery_grace_seconds < 0:
-        raise ConfigError("job_recovery_grace_seconds must not be negative")
-    if settings.shutdown_grace_seconds < 0:
-        raise ConfigError("shutdown_grace_seconds must not be negative")
-    if settings.turn_peer_grace_seconds < 0:
-        raise ConfigError("turn_peer_grace_seconds must not be negative")
-    if settings.job_queue_timeout_hours < 0:
-        raise ConfigError("job_queue_timeout_hours must not be negative")
-    if settings.job_stall_seconds < 1:
-        raise ConfigError("job_stall_seconds must be at least 1")
-    if not 0 < settings.job_fair_share <= 1:
-        raise ConfigError("job_fair_share must be more than 0 and at most 1")
-    if settings.replication_factor < 1:
-        raise ConfigError("replication_factor must be at least 1")
     _check_sso(settings)
-    for name in ("api_requests_per_minute", "run_submissions_per_minute"):
-        if getattr(settings, name) < 0:
-            raise ConfigError(f"{name} must not be negative (0 turns the limit off)")
 
 
 def parse_role_groups(text: str) -> dict[str, str]:
@@ -313,5 +317,3 @@ def _check_sso(settings: Settings) -> None:
         raise ConfigError(f"sso_role_groups: {exc}") from None
     if settings.sso_default_role and settings.sso_default_role not in ROLES:
         raise ConfigError(f"sso_default_role must be one of {', '.join(ROLES)} or empty (refuse)")
-    if settings.metrics_sample_seconds < 1:
-        raise ConfigError("metrics_sample_seconds must be at least 1")

@@ -36,7 +36,9 @@ def test_file_then_environment_then_flags(tmp_path):
     "env,message",
     [
         ({"PEERMR_PORT": "http"}, "invalid setting"),
-        ({"PEERMR_PORT": "70000"}, "between 1 and 65535"),
+        ({"PEERMR_PORT": "70000"}, r"port must be between 1 and 65535 \(a whole number\), got '70000'"),
+        ({"PEERMR_JOB_FAIR_SHARE": "0"}, "job_fair_share must be more than 0 and at most 1"),
+        ({"PEERMR_TURN_MIN_PORT": "60000", "PEERMR_TURN_MAX_PORT": "50000"}, "must not be above turn_max_port"),
         ({"PEERMR_PUBLIC_URL": "peermr.example"}, "must start with http"),
         ({"PEERMR_DATABASE_URL": "mysql://x"}, "postgresql://"),
         # Single sign-on and rate limits.
@@ -54,7 +56,7 @@ def test_file_then_environment_then_flags(tmp_path):
         ),
         ({"PEERMR_SSO_ROLE_GROUPS": "admins=root"}, "'admins=root' is not group=role"),
         ({"PEERMR_SSO_DEFAULT_ROLE": "owner"}, "sso_default_role must be one of"),
-        ({"PEERMR_API_REQUESTS_PER_MINUTE": "-1"}, "must not be negative"),
+        ({"PEERMR_API_REQUESTS_PER_MINUTE": "-1"}, "api_requests_per_minute must be at least 0"),
     ],
 )
 def test_bad_values_are_reported(tmp_path, env, message):

@@ -27,7 +27,7 @@ def test_the_wait_is_told_in_seconds_then_minutes():
     [
         ("login_max_failures", 0, "login_max_failures must be at least 1"),
         ("login_first_wait_seconds", 0, "login_first_wait_seconds must be at least 1"),
-        ("login_max_wait_minutes", 2000, "login_max_wait_minutes must be at most 1440"),
+        ("login_max_wait_minutes", 2000, "login_max_wait_minutes must be between 1 and 1440"),
     ],
 )
 def test_a_policy_that_cannot_work_is_refused_at_start(setting, value, message):
