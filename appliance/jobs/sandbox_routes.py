@@ -31,11 +31,12 @@ from appliance.jobs.sandbox_policy import (
     allowed_origins,
     frame_policy,
     frame_url,
+    is_appliance_path,
     is_origin,
     origin_of,
     origins_digest,
 )
-from appliance.jobs.sandbox_script import build, import_runtime
+from appliance.jobs.sandbox_script import RUNTIME, build, import_runtime
 
 # The frame's whole document: its script (static/worker/sandbox-frame.js) starts the Web Workers.
 FRAME = (
@@ -43,6 +44,9 @@ FRAME = (
     f'<script src="/static/worker/sandbox-frame.js?v={__version__}"></script>\n'
 )
 FRAME_HEADER = "x-peermr-frame"  # which frame a sandbox script runs in
+# The appliance's scripts the sandbox imports (the runtime, the job's scripts of the appliance): the
+# page hands their text to the frame from its own HTTP cache, as a credentialless frame has none.
+PRELOAD_HEADER = "x-peermr-preload"
 # A run's script never changes, so the browser keeps it for the run's next tasks (private: not in
 # shared caches). The warm sandbox's follows the allow-list, so it is never kept.
 RUN_CACHE = "private, max-age=86400"
@@ -69,7 +73,8 @@ async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
         connect.append(run.storage.origin)
     scripts = [origin_of(url, origin) for url in run.spec.scripts]
     text, _ = build(run.spec, origin)
-    headers = {FRAME_HEADER: frame_url(scripts, connect), "cache-control": RUN_CACHE}
+    preload = [*RUNTIME, *(url for url in run.spec.scripts if is_appliance_path(url))]
+    headers = {FRAME_HEADER: frame_url(scripts, connect), PRELOAD_HEADER: " ".join(preload), "cache-control": RUN_CACHE}
     return Response(text, media_type="text/javascript", headers=headers)
 
 
@@ -84,7 +89,7 @@ async def warm_sandbox(request: Request, origins: FromQuery[str]) -> Response:
     return Response(
         import_runtime(appliance_origin(request)) + "\n",
         media_type="text/javascript",
-        headers={FRAME_HEADER: frame_url([], current), "cache-control": "no-store"},
+        headers={FRAME_HEADER: frame_url([], current), PRELOAD_HEADER: " ".join(RUNTIME), "cache-control": "no-store"},
     )
 
 

@@ -9,7 +9,7 @@
 //   peermrSandbox.define({input: async function input() {...} | null, stages: [function..., ...]});
 //
 // or starts warm from /worker/sandbox.js (the runtime alone, under the same Content-Security-Policy)
-// and loads the run's script when the page says {type: 'load', url, text}.
+// and loads the run's script when the page says {type: 'load', url, text, scripts}.
 // The Web Worker's origin is the frame's opaque one: no request it makes carries the appliance's
 // cookies, and it has no storage of the worker page's origin. Its URL is a blob: one, so this runtime
 // resolves job URLs against the sandbox script's URL on the appliance, and `self.location` reads as
@@ -21,6 +21,7 @@
 // It runs one task at a time; a run that loads no scripts of its own has its tasks on a tab run in
 // the same sandbox, each with the globals as they were before the first (see "one task after another").
 //   page -> sandbox  {type: 'run', task, inputs: [Blob | ArrayBuffer | {url}]}, {type: 'put-url', id, url, key}
+//                    {type: 'load', url, text, scripts} (a warm sandbox: the run's script, and its scripts' texts)
 //                    {type: 'input', taskId, producer, inputs: [Blob]} (a streaming reduce: task.awaiting)
 //   sandbox -> page  {type: 'ready', reusable} (loaded: the page may run the run's next tasks in it),
 //                    {type: 'log', level, text, at}, {type: 'progress', emits, bytes, ticks},
@@ -71,6 +72,9 @@
   // warm sandbox learns the run's with its 'load'): job URLs resolve against it.
   let scriptURL = scope.peermrScriptURL;
   delete scope.peermrScriptURL;
+  // Adds texts of the appliance's scripts, which importScripts then evaluates (sandbox-frame.js).
+  const preload = scope.peermrPreload;
+  delete scope.peermrPreload;
   const resolved = url => apply(urlHref, new NativeURL(url, scriptURL), []);
   Object.defineProperty(scope, 'location', {get: () => new NativeURL(scriptURL), enumerable: true, configurable: true});
 
@@ -958,6 +962,7 @@
     } else if (message?.type === 'load' && !sealed && typeof message.url === 'string' && typeof message.text === 'string') {
       // A warm sandbox takes on the run's script; a failure is the Worker's error, as a load's is.
       scriptURL = message.url;
+      preload?.(message.scripts || {});
       globalEval(`${message.text}\n//# sourceURL=${message.url}`);
     } else if (REPLIES.has(message?.type)) {
       const resolve = replies.get(message.id);

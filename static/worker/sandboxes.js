@@ -16,8 +16,28 @@ const FRAME_TIMEOUT_MS = 30_000;  // a frame that has not answered by then faile
 const FRAME_LINGER_MS = 60_000;   // a frame without sandboxes is kept this long for the run's next task
 export const CREDENTIALLESS = 'credentialless' in HTMLIFrameElement.prototype;
 
-// The sandbox script: {text, frame} (the frame's URL), or an Error that says why not (the run ended,
-// the network).
+// The appliance's scripts a sandbox imports (x-peermr-preload: the runtime, the job's scripts of the
+// appliance), by absolute URL -> their text, or null where one could not be fetched (the sandbox then
+// imports it itself). A credentialless frame has no HTTP cache, so without this each sandbox would
+// download them again (TF.js is 1 MB); the page's fetch finds them in its cache. Kept for the page's
+// life: their URLs are versioned, or a run's.
+const texts = new Map();
+async function appliancesScripts(paths) {
+  const scripts = {};
+  await Promise.all(paths.map(async path => {
+    const url = new URL(path, location.href).href;
+    if (!texts.has(url)) {
+      texts.set(url, fetch(url).then(response => (response.ok ? response.text() : null), () => null));
+    }
+    const text = await texts.get(url);
+    if (text === null) texts.delete(url);
+    else scripts[url] = text;
+  }));
+  return scripts;
+}
+
+// The sandbox script: {text, frame (the frame's URL), scripts (appliancesScripts)}, or an Error that
+// says why not (the run ended, the network).
 async function sandboxScript(script) {
   const failed = why => new Error(`the sandbox script ${script} could not be loaded: ${why}`);
   try {
@@ -25,7 +45,9 @@ async function sandboxScript(script) {
     if (!response.ok) return failed(`HTTP ${response.status}`);
     const frame = response.headers.get('x-peermr-frame');
     if (!frame?.startsWith('/worker/sandbox.html')) return failed('it names no sandbox frame');
-    return {text: await response.text(), frame};
+    const preload = (response.headers.get('x-peermr-preload') || '').split(' ').filter(Boolean);
+    const [text, scripts] = await Promise.all([response.text(), appliancesScripts(preload)]);
+    return {text, frame, scripts};
   } catch (e) {
     return failed(e.message || e);
   }
@@ -64,12 +86,13 @@ class Frame {
     document.body.append(this.iframe);
   }
 
-  spawn(id, url, text, port, onError) {
+  // sandbox: {id, url, text, scripts}, the spawn message's fields.
+  spawn(sandbox, port, onError) {
     clearTimeout(this.linger);
     this.live++;
-    this.failed.set(id, onError);
+    this.failed.set(sandbox.id, onError);
     this.connected.then(
-      () => { if (this.failed.has(id)) this.control.postMessage({type: 'spawn', id, url, text}, [port]); },
+      () => { if (this.failed.has(sandbox.id)) this.control.postMessage({type: 'spawn', ...sandbox}, [port]); },
       e => onError({message: e.message}));
   }
 
@@ -120,7 +143,8 @@ class Sandbox {
     if (this.ended) return;
     if (loaded instanceof Error) return this.error({message: loaded.message});
     this.frame = this.sandboxes.frame(loaded.frame);
-    this.frame.spawn(this.id, new URL(script, location.href).href, loaded.text, this.remote, data => this.error(data));
+    const url = new URL(script, location.href).href;
+    this.frame.spawn({id: this.id, url, text: loaded.text, scripts: loaded.scripts}, this.remote, data => this.error(data));
   }
 
   // A warm sandbox takes on the run's script (the runtime evaluates it; its policy is the run's).
@@ -128,7 +152,10 @@ class Sandbox {
     const loading = this.loading || Promise.resolve();
     this.loading = loading.then(() => sandboxScript(script)).then(loaded => {
       if (loaded instanceof Error) this.error({message: loaded.message});
-      else if (!this.ended) this.port.postMessage({type: 'load', url: new URL(script, location.href).href, text: loaded.text});
+      else if (!this.ended) {
+        const url = new URL(script, location.href).href;
+        this.port.postMessage({type: 'load', url, text: loaded.text, scripts: loaded.scripts});
+      }
     });
   }
 
