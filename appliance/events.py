@@ -141,9 +141,6 @@ class EventHub:
             raise TypeError(f"{kind!r} is not an event type (appliance.events.EVENT_TYPES)")
         self._handlers[kind].append(handler)
 
-    def subscribers(self, kind: type[Event]) -> list[Handler]:
-        return list(self._handlers[kind])
-
     async def publish(self, event: Event) -> None:
         """Hand ``event`` to its subscribers in the order they subscribed, awaiting those that are
         coroutines. A subscriber's error is logged: it must not break the publisher (a worker's

@@ -32,7 +32,6 @@ class Verdict:
     ok: bool
     checked: int
     problem: str = ""
-    bad_id: int | None = None
 
 
 def verify(rows: Iterable[dict], anchor: str, head_digest: str, head_id: int) -> Verdict:
@@ -42,11 +41,9 @@ def verify(rows: Iterable[dict], anchor: str, head_digest: str, head_id: int) ->
     last_id: int | None = None
     for row in rows:
         if row["prev_digest"] != expected:
-            return Verdict(
-                False, checked, f"entry #{row['id']}: the entry before it was deleted or one was inserted", row["id"]
-            )
+            return Verdict(False, checked, f"entry #{row['id']}: the entry before it was deleted or one was inserted")
         if digest(row["prev_digest"], row) != row["digest"]:
-            return Verdict(False, checked, f"entry #{row['id']}: its content was changed", row["id"])
+            return Verdict(False, checked, f"entry #{row['id']}: its content was changed")
         expected, last_id = row["digest"], row["id"]
         checked += 1
     if expected != head_digest or (last_id is not None and last_id != head_id):
@@ -54,6 +51,5 @@ def verify(rows: Iterable[dict], anchor: str, head_digest: str, head_id: int) ->
             False,
             checked,
             f"the chain ends at entry #{last_id} but its head is #{head_id}: entries were deleted",
-            head_id,
         )
     return Verdict(True, checked)

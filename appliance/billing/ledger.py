@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from decimal import Decimal
-from typing import Literal
 from zoneinfo import ZoneInfo
 
 import msgspec
@@ -45,7 +44,6 @@ RESOURCES: dict[str, Resource] = {
 CONSUMER = "consumer"
 PROVIDER = "provider"
 SIDES = (CONSUMER, PROVIDER)
-Side = Literal["consumer", "provider"]
 
 
 class LedgerError(InvalidRequest):

@@ -148,8 +148,3 @@ class Fleet:
             self.transfers.finish(transfer, False, "timed out")
             return False
         return ok
-
-    def visible_to(self, account_id: int, is_admin: bool) -> list[Worker]:
-        """Admins see the fleet; everyone else their own browsers."""
-        workers = [w for w in self.workers.values() if is_admin or w.account_id == account_id]
-        return sorted(workers, key=lambda w: (w.account_email, w.connected_at))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
 from appliance.web.formatting import human_bytes
@@ -135,7 +134,3 @@ def totals(samples: list[dict]) -> dict[str, int]:
         "peer_bytes": sum(s["peer_bytes"] for s in samples),
         "relayed_bytes": int(sum(_relayed(samples))),
     }
-
-
-def window_start(hours: float) -> dt.datetime:
-    return dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours)
