@@ -18,12 +18,8 @@ SECRET = "whsec_peermr_test_secret"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    appliance = Appliance(
-        tmp_path_factory.mktemp("billing") / "data", env={"PEERMR_STRIPE_WEBHOOK_SECRET": SECRET}
-    ).start()
-    yield appliance
-    appliance.stop()
+def server(appliance_with):
+    return appliance_with(stripe_webhook_secret=SECRET)
 
 
 def run_python(appliance: Appliance, code: str) -> str:

@@ -32,13 +32,6 @@ def s3(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(tmp_path_factory.mktemp("cloud") / "data").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def people(appliance):
     clients = {}
     for name, role in (("cleo", "coordinator"), ("cass", "coordinator"), ("wes", "worker")):

@@ -13,16 +13,14 @@ import pytest
 
 from tests.integration.test_job_scheduling import Api, job_script, token_for
 from tests.sim_workers import SimWorker, cookie_of, start_workers
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
+def appliance(appliance_with):
     # Fair share at a half: while another account's run waits, an account's runs may start on
     # at most half of the connected workers.
-    server = Appliance(tmp_path_factory.mktemp("queue") / "data", env={"PEERMR_JOB_FAIR_SHARE": "0.5"}).start()
-    yield server
-    server.stop()
+    return appliance_with(job_fair_share=0.5)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.sim_workers import cookie_of, start_workers
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Client
 
 PASSWORD = "jobs-page-password-1"
 FIXED_ORIGIN = "https://fixed.example.org"
@@ -40,10 +40,8 @@ def script(workers: int = 4) -> str:
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(tmp_path_factory.mktemp("jobs-ui") / "data", env={"PEERMR_FETCH_ORIGINS": FIXED_ORIGIN}).start()
-    yield server
-    server.stop()
+def appliance(appliance_with):
+    return appliance_with(fetch_origins=FIXED_ORIGIN)
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,13 @@ import pytest
 from tests.integration.test_job_cli import job
 from tests.integration.test_job_scheduling import Api, job_script, token_for
 from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, start_workers
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
+def appliance(appliance_with):
     # A sample of the fleet every second, so the plots fill within the test.
-    server = Appliance(tmp_path_factory.mktemp("console") / "data", env={"PEERMR_METRICS_SAMPLE_SECONDS": "1"}).start()
-    yield server
-    server.stop()
+    return appliance_with(metrics_sample_seconds=1)
 
 
 @pytest.fixture(scope="module")

@@ -20,22 +20,8 @@ SHA = "ab" * 32
 
 
 @pytest.fixture(scope="module")
-def carol(appliance):
-    appliance.add_user("carol@example.com", "coordinator", "carol-password-1")
-    return Api(appliance, token_for(appliance, "carol@example.com"))
-
-
-@pytest.fixture(scope="module")
-def session(appliance, carol):
-    """Carol signed in to the dashboard."""
-    client = appliance.client()
-    client.login("carol@example.com", "carol-password-1")
-    return client
-
-
-@pytest.fixture(scope="module")
-def cookie(session):
-    return cookie_of(session)
+def cookie(carol_client):
+    return cookie_of(carol_client)
 
 
 class Training:
@@ -86,7 +72,7 @@ def ints(*values: int) -> bytes:
     return struct.pack(f"<{len(values)}i", *values)
 
 
-async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(appliance, carol, cookie, session):
+async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(appliance, carol, cookie, carol_client):
     async with Training(appliance, carol, cookie, 8) as run:
         size = 1000
         written = await run.ask(0, {"type": "ps-write", "key": "w", "dtype": "int32"}, ints(*[0] * size))
@@ -143,13 +129,13 @@ async def test_concurrent_updates_sum_exactly_and_values_download_after_the_run(
     assert carol.http.get(f"/runs/{run.run['id']}/parameters/A/m", params={"format": "json"}).json() == [7, 7, 7]
     assert carol.http.get(f"/runs/{run.run['id']}/parameters/A/absent").status_code == 404
     # The run page lists them with their downloads.
-    page = session.get(f"/ui/runs/{run.run['id']}").text
+    page = carol_client.get(f"/ui/runs/{run.run['id']}").text
     assert "Parameter server" in page and f"/ui/runs/{run.run['id']}/parameters/A/w" in page
-    download = session.get(f"/ui/runs/{run.run['id']}/parameters/A/m", params={"format": "json"})
+    download = carol_client.get(f"/ui/runs/{run.run['id']}/parameters/A/m", params={"format": "json"})
     assert download.json() == [7, 7, 7] and "attachment" in download.headers["content-disposition"]
     # A key with slashes, by the page's own link.
     link = re.search(r'href="(/ui/runs/\d+/parameters/A/layer[^"?]*)"', page).group(1)
-    assert session.get(link, params={"format": "json"}).json() == [0.5]
+    assert carol_client.get(link, params={"format": "json"}).json() == [0.5]
     # Another coordinator is told there is no such run.
     appliance.add_user("dave@example.com", "coordinator", "dave-password-1")
     dave = Api(appliance, token_for(appliance, "dave@example.com"))

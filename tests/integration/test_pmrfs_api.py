@@ -18,13 +18,9 @@ PASSWORD = "pmrfs-password-1"
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
+def appliance(appliance_with):
     """An appliance whose upload limit is small enough to exceed in a test."""
-    server = Appliance(
-        tmp_path_factory.mktemp("pmrfs") / "data", env={"PEERMR_PMRFS_MAX_UPLOAD_BYTES": str(LIMIT)}
-    ).start()
-    yield server
-    server.stop()
+    return appliance_with(pmrfs_max_upload_bytes=LIMIT)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.support import Appliance, Client
+from tests.support import Client
 
 MiB = 1024 * 1024
 LIMIT = 10 * MiB
@@ -18,12 +18,8 @@ FLASH_RE = re.compile(r'class="flash flash-(\w+)" role="\w+">([^<]*)<')
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(
-        tmp_path_factory.mktemp("storage") / "data", env={"PEERMR_PMRFS_MAX_UPLOAD_BYTES": str(LIMIT)}
-    ).start()
-    yield server
-    server.stop()
+def appliance(appliance_with):
+    return appliance_with(pmrfs_max_upload_bytes=LIMIT)
 
 
 @pytest.fixture(scope="module")

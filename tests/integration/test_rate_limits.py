@@ -15,18 +15,11 @@ RUNS_PER_MINUTE = 3
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(
-        tmp_path_factory.mktemp("rate-limits") / "data",
-        env={
-            "PEERMR_API_REQUESTS_PER_MINUTE": str(API_PER_MINUTE),
-            "PEERMR_RUN_SUBMISSIONS_PER_MINUTE": str(RUNS_PER_MINUTE),
-        },
-    ).start()
+def appliance(appliance_with):
+    server = appliance_with(api_requests_per_minute=API_PER_MINUTE, run_submissions_per_minute=RUNS_PER_MINUTE)
     for name in ("carol", "dave", "erin"):
         server.add_user(f"{name}@example.com", "coordinator", f"{name}-password-1")
-    yield server
-    server.stop()
+    return server
 
 
 def api(appliance: Appliance, name: str) -> Api:

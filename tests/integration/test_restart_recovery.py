@@ -27,15 +27,10 @@ GRACE = 3  # seconds a re-adopted run waits for its workers, and a vacant rank f
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    env = {
-        "PEERMR_JOB_RECOVERY_GRACE_SECONDS": str(GRACE),
-        "PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": str(GRACE),
-        "PEERMR_SHUTDOWN_GRACE_SECONDS": "15",
-    }
-    server = Appliance(tmp_path_factory.mktemp("restart") / "data", env=env).start()
-    yield server
-    server.stop()
+def appliance(appliance_with):
+    return appliance_with(
+        job_recovery_grace_seconds=GRACE, job_replacement_grace_seconds=GRACE, shutdown_grace_seconds=15
+    )
 
 
 class Fleet:

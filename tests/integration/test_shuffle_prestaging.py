@@ -11,20 +11,11 @@ import asyncio
 import hashlib
 from collections import Counter
 
-import pytest
-
 from tests.integration.test_job_scheduling import job_script
 from tests.sim_workers import SimWorker, cookie_of, finish_empty
 from tests.support import Appliance
 
 WORKERS = 4
-
-
-@pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(tmp_path_factory.mktemp("prestaging") / "data").start()
-    yield server
-    server.stop()
 
 
 def blob(task_id: str, partition: int) -> str:

@@ -224,21 +224,15 @@ BREAK_GLASS = "keeper@example.com"
 
 
 @pytest.fixture(scope="module")
-def unreachable(tmp_path_factory):
+def unreachable(appliance_with):
     """An appliance whose provider cannot be reached, with password sign-in off but for keeper@example.com."""
-    closed = f"http://127.0.0.1:{free_port()}"
-    appliance = Appliance(
-        tmp_path_factory.mktemp("sso-down") / "data",
-        env={
-            "PEERMR_SSO_ISSUER": closed,
-            "PEERMR_SSO_CLIENT_ID": CLIENT_ID,
-            "PEERMR_SSO_CLIENT_SECRET": "secret",
-            "PEERMR_PASSWORD_LOGIN": "false",
-            "PEERMR_BREAK_GLASS_EMAIL": BREAK_GLASS,
-        },
-    ).start()
-    yield appliance
-    appliance.stop()
+    return appliance_with(
+        sso_issuer=f"http://127.0.0.1:{free_port()}",
+        sso_client_id=CLIENT_ID,
+        sso_client_secret="secret",
+        password_login=False,
+        break_glass_email=BREAK_GLASS,
+    )
 
 
 def refusals(appliance: Appliance) -> list[tuple[str, dict]]:

@@ -19,11 +19,8 @@ STALL_SECONDS = 3
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    env = {"PEERMR_JOB_STALL_SECONDS": str(STALL_SECONDS)}
-    server = Appliance(tmp_path_factory.mktemp("stragglers") / "data", env=env).start()
-    yield server
-    server.stop()
+def appliance(appliance_with):
+    return appliance_with(job_stall_seconds=STALL_SECONDS)
 
 
 def slow_maps(seconds: float):

@@ -17,10 +17,8 @@ CDN = "https://cdn.example.org"
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(tmp_path_factory.mktemp("warm") / "data", env={"PEERMR_FETCH_ORIGINS": CDN}).start()
-    yield server
-    server.stop()
+def appliance(appliance_with):
+    return appliance_with(fetch_origins=CDN)
 
 
 async def prepared(appliance: Appliance, carol_client, carol, script: str) -> dict:

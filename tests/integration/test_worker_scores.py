@@ -13,17 +13,11 @@ import time
 
 import pytest
 
-from tests.integration.test_job_scheduling import NOOP_JOB, Api, job_script, token_for
+from tests.integration.test_job_scheduling import NOOP_JOB, job_script
 from tests.sim_workers import SimWorker, cookie_of, start_workers
 
 WORKER_EMAIL = "wendy@example.com"
 WORKER_PASSWORD = "wendy-password-1"
-
-
-@pytest.fixture(scope="module")
-def carol(appliance):
-    appliance.add_user("carol@example.com", "coordinator", "carol-password-1")
-    return Api(appliance, token_for(appliance, "carol@example.com"))
 
 
 @pytest.fixture(scope="module")

@@ -23,24 +23,16 @@ MAX_FAILURES = 5
 ADVICE = re.compile(r"Too many failed attempts from this address: try again in (\d+) (seconds?|minutes)\.")
 
 
-@pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    """The default policy: 5 failures, then 30 s, doubled at each further failure up to 15 minutes."""
-    server = Appliance(tmp_path_factory.mktemp("lockout") / "data").start()
-    yield server
-    server.stop()
+# The root `appliance` has the default policy: 5 failures, then 30 s, doubled at each further
+# failure up to 15 minutes.
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory):
+def quick(appliance_with):
     """Waits of 2, 4, 8 ... seconds, so a test can sit them out."""
-    server = Appliance(
-        tmp_path_factory.mktemp("lockout-quick") / "data",
-        env={"PEERMR_LOGIN_FIRST_WAIT_SECONDS": "2", "PEERMR_LOGIN_MAX_WAIT_MINUTES": "1"},
-    ).start()
+    server = appliance_with(login_first_wait_seconds=2, login_max_wait_minutes=1)
     server.add_user("carol@example.com", "coordinator", "carol-password-1")
-    yield server
-    server.stop()
+    return server
 
 
 def client_from(appliance: Appliance, address: str) -> Client:

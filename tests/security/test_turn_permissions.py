@@ -32,13 +32,10 @@ CANDIDATE, SRFLX = "203.0.113.40", "203.0.113.41"
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(
-        tmp_path_factory.mktemp("turn-permissions") / "data", env={"PEERMR_TURN_PEER_GRACE_SECONDS": str(GRACE)}
-    ).start()
+def appliance(appliance_with):
+    server = appliance_with(turn_peer_grace_seconds=GRACE)
     wait_for_stun(HOST, turn_port(server))
-    yield server
-    server.stop()
+    return server
 
 
 @pytest.fixture(scope="module")
