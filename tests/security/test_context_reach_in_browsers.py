@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import api, chromium, token, workers  # noqa: F401 (the fixtures)
-from tests.support import Appliance, save_and_run, wait_for_run
+from tests.support import save_and_run, wait_for_run
 
 pytestmark = pytest.mark.e2e
 
@@ -102,12 +102,8 @@ execution.start(jobRunner);
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory):
-    server = Appliance(
-        tmp_path_factory.mktemp("reach") / "data", env={"PEERMR_PS_MAX_BYTES_PER_RUN": str(RUN_BUDGET)}
-    ).start()
-    yield server
-    server.stop()
+def appliance(appliance_with):
+    return appliance_with(ps_max_bytes_per_run=RUN_BUDGET)
 
 
 def state(client, run_id: int) -> str:

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, QuietHandler, save_and_run, wait_for_run
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, QuietHandler, save_and_run, wait_for_run
 
 pytestmark = pytest.mark.e2e
 
@@ -52,11 +52,8 @@ def canaries():
 
 
 @pytest.fixture(scope="module")
-def appliance(tmp_path_factory, canaries):
-    server = Appliance(tmp_path_factory.mktemp("appliance") / "data", env={"PEERMR_FETCH_ORIGINS": canaries[0]})
-    server.start()
-    yield server
-    server.stop()
+def appliance(canaries, appliance_with):
+    return appliance_with(fetch_origins=canaries[0])
 
 
 ATTACKS = r"""async function map(x) {
