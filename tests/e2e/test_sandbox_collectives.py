@@ -10,13 +10,11 @@ collectives, use the parameter server, and fail when a rank is lost.
 from __future__ import annotations
 
 import itertools
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.support import QuietHandler, reply_sandbox_frame, sandbox_frame_header
+from tests.support import QuietHandler, reply_sandbox_frame, sandbox_frame_header, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -247,9 +245,8 @@ class Handler(QuietHandler):
 
 @pytest.fixture(scope="module")
 def origin():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server, origin = serve_in_thread(Handler)
+    yield origin
     server.shutdown()
 
 

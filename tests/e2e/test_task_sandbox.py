@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections import Counter
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from appliance.jobs import codecs
-from tests.support import QuietHandler, reply_sandbox_frame, sandbox_frame_header
+from tests.support import QuietHandler, reply_sandbox_frame, sandbox_frame_header, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -142,17 +140,11 @@ class Handler(QuietHandler):
         return self.reply(200)
 
 
-def serve() -> tuple[ThreadingHTTPServer, str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
 @pytest.fixture(scope="module")
 def servers():
     """The stand-in appliance and a second origin."""
-    main, origin = serve()
-    other, other_origin = serve()
+    main, origin = serve_in_thread(Handler)
+    other, other_origin = serve_in_thread(Handler)
     Handler.origin = origin  # both serve the same scripts; only the main one is used for them
     yield origin, other_origin
     main.shutdown()

@@ -10,15 +10,13 @@ the cookie away. The same browser, sent to it, shows that the cookie would go.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, QuietHandler, save_and_run, wait_for_run
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, QuietHandler, save_and_run, serve_in_thread, wait_for_run
 
 pytestmark = pytest.mark.e2e
 
@@ -35,17 +33,11 @@ class Canary(QuietHandler):
     do_GET = do_POST = do_PUT = do_HEAD = _record
 
 
-def serve() -> tuple[ThreadingHTTPServer, str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Canary)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
-
-
 @pytest.fixture(scope="module")
 def canaries():
     """An allowed canary and one not on the allow-list."""
-    allowed, allowed_origin = serve()
-    other, other_origin = serve()
+    allowed, allowed_origin = serve_in_thread(Canary)
+    other, other_origin = serve_in_thread(Canary)
     yield allowed_origin, other_origin
     allowed.shutdown()
     other.shutdown()
