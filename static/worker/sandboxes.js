@@ -27,7 +27,7 @@ async function appliancesScripts(paths) {
   await Promise.all(paths.map(async path => {
     const url = new URL(path, location.href).href;
     if (!texts.has(url)) {
-      texts.set(url, fetch(url).then(response => (response.ok ? response.text() : null), () => null));
+      texts.set(url, fetch(url).then(response => (response.ok ? response.text() : null)).catch(() => null));
     }
     const text = await texts.get(url);
     if (text === null) texts.delete(url);
