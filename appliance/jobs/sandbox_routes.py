@@ -52,14 +52,6 @@ PRELOAD_HEADER = "x-peermr-preload"
 RUN_CACHE = "private, max-age=86400"
 
 
-async def _warm_origins(request: Request, origins: str) -> list[str]:
-    """The allow-list a warm sandbox named, if it is still the current one."""
-    current = await allowed_origins(coordinator_of(request).settings)
-    if origins != origins_digest(current):
-        raise NotFoundException("The fetch origins changed: start the run's own sandbox.")
-    return current
-
-
 @get("/worker/runs/{run_id:int}/sandbox.js", opt=access(WORKER_BROWSER), include_in_schema=False)
 async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
     coordinator = coordinator_of(request)
@@ -85,7 +77,9 @@ async def warm_sandbox(request: Request, origins: FromQuery[str]) -> Response:
     same fetch origins) has it load its script instead of starting a Web Worker, which takes longer
     than a short task. Served under the current allow-list only: a sandbox's policy is the one it
     started with."""
-    current = await _warm_origins(request, origins)
+    current = await allowed_origins(coordinator_of(request).settings)
+    if origins != origins_digest(current):
+        raise NotFoundException("The fetch origins changed: start the run's own sandbox.")
     return Response(
         import_runtime(appliance_origin(request)) + "\n",
         media_type="text/javascript",

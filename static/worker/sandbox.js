@@ -1,7 +1,7 @@
 // The task runtime inside the sandbox: a dedicated Web Worker per run and tab. The worker page
 // (static/worker/tasks.js) has it started, through static/worker/sandboxes.js, inside a hidden frame
-// with an opaque origin (static/worker/sandbox-frame.js), from the text of the run's sandbox script,
-// which the appliance serves as
+// loaded without credentials (static/worker/sandbox-frame.js), from the text of the run's sandbox
+// script, which the appliance serves as
 //
 //   importScripts('<appliance>/static/worker/sandbox.js');  // this file: defines self.peermrSandbox
 //   peermrSandbox.loadScripts([...job scripts]);             // the job's declared scripts
@@ -10,10 +10,11 @@
 //
 // or starts warm from /worker/sandbox.js (the runtime alone, under the same Content-Security-Policy)
 // and loads the run's script when the page says {type: 'load', url, text, scripts}.
-// The Web Worker's origin is the frame's opaque one: no request it makes carries the appliance's
-// cookies, and it has no storage of the worker page's origin. Its URL is a blob: one, so this runtime
-// resolves job URLs against the sandbox script's URL on the appliance, and `self.location` reads as
-// that URL (libraries find their files next to it, as in a Web Worker started from it).
+// The Web Worker has the frame's context, which holds no credentials: no request it makes carries the
+// appliance's cookies, and it has no storage of the worker page. Its URL is a blob: one, so job URLs
+// resolve against the sandbox script's URL on the appliance (the frame's importScripts does so too),
+// and `self.location` reads as that URL (libraries find their files next to it, as in a Web Worker
+// started from it).
 // It talks to the page over the MessagePort the frame hands it first ({type: 'port'} on `self`); until
 // then what it says waits. Job code never holds that port.
 // It runs the input function or a stage function with `context`, encodes what they emit with
@@ -87,8 +88,8 @@
   }
 
   // The served script may load versioned codecs.js and collectives.js first (importScripts(codecs, collectives, sandbox)).
-  if (!scope.peermrCodecs) originalImportScripts(resolved('/static/worker/codecs.js'));
-  if (!scope.peermrCollectives) originalImportScripts(resolved('/static/worker/collectives.js'));
+  if (!scope.peermrCodecs) originalImportScripts('/static/worker/codecs.js');
+  if (!scope.peermrCollectives) originalImportScripts('/static/worker/collectives.js');
   const codecs = scope.peermrCodecs;
   const shuffle = codecs.shuffle;
   const collectives = scope.peermrCollectives;
@@ -152,7 +153,7 @@
   // The network and storage limits hold from the start, before any job script (declared ones
   // included) runs: fetch only as above; no other way out (XMLHttpRequest, WebSocket,
   // EventSource, WebTransport); no nested workers (they would run unsealed); no storage or locks
-  // (the opaque origin has none of the worker page's, and gets none of its own). Job code talks to
+  // (the frame has none of the worker page's, and job code gets none of its own). Job code talks to
   // the page only through `context`: what it posts itself would go to the frame, which ignores it.
   replaceGlobal('fetch', sandboxFetch);
   replaceGlobal('postMessage', function postMessage() { throw new Error(POST_REFUSED); });
@@ -164,13 +165,6 @@
     for (const name of ['storage', 'locks']) if (hasOwn(o, name)) delete o[name];
   }
 
-  // Until the seal, the job's declared scripts may load what they need (TF.js add-ons load TF.js),
-  // their URLs resolved as in a Web Worker started from the sandbox script.
-  replaceGlobal('importScripts', function importScripts(...urls) {
-    const absolute = [];
-    for (let i = 0; i < urls.length; i++) absolute[i] = resolved(String(urls[i]));
-    return apply(originalImportScripts, undefined, absolute);
-  });
 
   function seal() {
     sealed = true;
@@ -182,7 +176,7 @@
     reusable = !urls?.length;
     for (const url of urls || []) {
       try {
-        originalImportScripts(resolved(url));
+        originalImportScripts(url);
       } catch (e) {
         throw new Error(`could not load the job script ${url}: ${e.message}`);
       }

@@ -36,8 +36,8 @@ async function appliancesScripts(paths) {
   return scripts;
 }
 
-// The sandbox script: {text, frame (the frame's URL), scripts (appliancesScripts)}, or an Error that
-// says why not (the run ended, the network).
+// The sandbox script: {url (absolute), text, frame (the frame's URL), scripts (appliancesScripts)}, or
+// an Error that says why not (the run ended, the network).
 async function sandboxScript(script) {
   const failed = why => new Error(`the sandbox script ${script} could not be loaded: ${why}`);
   try {
@@ -47,7 +47,7 @@ async function sandboxScript(script) {
     if (!frame?.startsWith('/worker/sandbox.html')) return failed('it names no sandbox frame');
     const preload = (response.headers.get('x-peermr-preload') || '').split(' ').filter(Boolean);
     const [text, scripts] = await Promise.all([response.text(), appliancesScripts(preload)]);
-    return {text, frame, scripts};
+    return {url: new URL(script, location.href).href, text, frame, scripts};
   } catch (e) {
     return failed(e.message || e);
   }
@@ -57,7 +57,6 @@ class Frame {
   constructor(url, onIdle) {
     this.url = url;
     this.onIdle = onIdle;
-    this.live = 0;
     this.linger = null;
     this.iframe = document.createElement('iframe');
     if (CREDENTIALLESS) this.iframe.credentialless = true;
@@ -66,7 +65,7 @@ class Frame {
     this.iframe.src = url;
     const channel = new MessageChannel();
     this.control = channel.port1;
-    this.failed = new Map();  // id of a sandbox not terminated -> its onerror, for the frame's reports
+    this.errorHandlers = new Map();  // id of a sandbox not terminated -> its onerror, for the frame's reports
     // Once the frame's script has run (its load event), it gets the control port and answers on it.
     this.connected = new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the sandbox frame ${url} did not load`)), FRAME_TIMEOUT_MS);
@@ -75,7 +74,7 @@ class Frame {
           clearTimeout(timer);
           resolve();
         } else if (data?.type === 'error') {
-          this.failed.get(data.id)?.(data);
+          this.errorHandlers.get(data.id)?.(data);
         }
       };
       this.iframe.addEventListener('load', () => {
@@ -89,17 +88,16 @@ class Frame {
   // sandbox: {id, url, text, scripts}, the spawn message's fields.
   spawn(sandbox, port, onError) {
     clearTimeout(this.linger);
-    this.live++;
-    this.failed.set(sandbox.id, onError);
+    this.errorHandlers.set(sandbox.id, onError);
     this.connected.then(
-      () => { if (this.failed.has(sandbox.id)) this.control.postMessage({type: 'spawn', ...sandbox}, [port]); },
+      () => { if (this.errorHandlers.has(sandbox.id)) this.control.postMessage({type: 'spawn', ...sandbox}, [port]); },
       e => onError({message: e.message}));
   }
 
   terminate(id) {
-    if (!this.failed.delete(id)) return;
+    if (!this.errorHandlers.delete(id)) return;
     this.control.postMessage({type: 'terminate', id});
-    if (--this.live === 0) this.linger = setTimeout(() => this.onIdle(this), FRAME_LINGER_MS);
+    if (this.errorHandlers.size === 0) this.linger = setTimeout(() => this.onIdle(this), FRAME_LINGER_MS);
   }
 
   remove() {
@@ -143,8 +141,8 @@ class Sandbox {
     if (this.ended) return;
     if (loaded instanceof Error) return this.error({message: loaded.message});
     this.frame = this.sandboxes.frame(loaded.frame);
-    const url = new URL(script, location.href).href;
-    this.frame.spawn({id: this.id, url, text: loaded.text, scripts: loaded.scripts}, this.remote, data => this.error(data));
+    const {url, text, scripts} = loaded;
+    this.frame.spawn({id: this.id, url, text, scripts}, this.remote, data => this.error(data));
   }
 
   // A warm sandbox takes on the run's script (the runtime evaluates it; its policy is the run's).
@@ -152,10 +150,7 @@ class Sandbox {
     const loading = this.loading || Promise.resolve();
     this.loading = loading.then(() => sandboxScript(script)).then(loaded => {
       if (loaded instanceof Error) this.error({message: loaded.message});
-      else if (!this.ended) {
-        const url = new URL(script, location.href).href;
-        this.port.postMessage({type: 'load', url, text: loaded.text, scripts: loaded.scripts});
-      }
+      else if (!this.ended) this.port.postMessage({type: 'load', url: loaded.url, text: loaded.text, scripts: loaded.scripts});
     });
   }
 
@@ -185,7 +180,7 @@ export class Sandboxes {
     let frame = this.frames.get(url);
     if (!frame) {
       frame = new Frame(url, idle => {
-        if (this.frames.get(url) !== idle || idle.live) return;
+        if (this.frames.get(url) !== idle || idle.errorHandlers.size) return;
         this.frames.delete(url);
         idle.remove();
       });

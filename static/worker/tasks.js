@@ -1,7 +1,7 @@
 // Tasks on the worker page: each task the appliance assigns runs in a sandbox Web Worker of its run
-// (static/worker/sandbox.js, started by static/worker/sandboxes.js in a frame with an opaque origin,
-// from the run's sandbox script ahead of the task, or kept from
-// the run's last task here when the sandbox can give the next one fresh globals); this relays
+// (static/worker/sandbox.js, started by static/worker/sandboxes.js in a frame without credentials,
+// from the run's sandbox script ahead of the task, or kept from the run's last task here when the
+// sandbox can give the next one fresh globals); this relays
 // between the sandbox and the appliance's WebSocket (docs/protocol.md).
 //   server -> page  task-prepare, task-assign, task-input, task-cancel, task-put-url-reply
 //   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
