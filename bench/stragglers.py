@@ -85,42 +85,59 @@ class Bench:
         throttle = Throttle(tab, rate=RATE) if case.startswith("throttled") else None
         spare = None
         if case == "throttled-spare":
-            self.steady.add(1)
-            spare = self.steady.tabs[-1]
+            spare = self._add_tab()
             time.sleep(2)  # its connectivity probe is over
         with Foreign() as foreign:
             started = time.perf_counter()
             try:
-                job = self.api.post("/jobs", json={"name": f"stragglers-{case}", "script": script})
-                job.raise_for_status()
-                run = self.api.post(f"/jobs/{job.json()['id']}/runs", json={})
-                run.raise_for_status()
-                run_id = run.json()["id"]
+                run_id = self._start(case, script)
                 if case == "stopped":
-                    while self.api.get(f"/runs/{run_id}").json()["state"] == "queued":
-                        time.sleep(0.1)
-                    self.steady.add(1)
-                    spare = self.steady.tabs[-1]
+                    self._until_started(run_id)
+                    spare = self._add_tab()
                     running_on(self.api, run_id, lone_worker, "map running")
                     self.lone.stop_main()
-                while (done := ended(self.api, run_id)) is None:
-                    if throttle is not None:
-                        throttle.wait(0.5)
-                    else:
-                        time.sleep(0.1)
-                if done["state"] != "succeeded":
-                    raise RuntimeError(f"{case}: run {run_id} {done['state']}: {done['reason']}")
+                self._until_succeeded(case, run_id, throttle)
                 counts = output(self.api, run_id)
                 seconds = time.perf_counter() - started
             finally:
-                if throttle is not None:
-                    throttle.stop()
-                if case == "stopped":
-                    self.lone.continue_main()
-                if spare is not None:
-                    self.steady.close(spare)
+                self._release(case, throttle, spare)
         if counts != expected:
             raise SystemExit(f"{case}: the output differs from Counter's")
+        return self._outcome(run_id, seconds, foreign.cores, lone_worker)
+
+    def _add_tab(self):
+        self.steady.add(1)
+        return self.steady.tabs[-1]
+
+    def _start(self, case: str, script: str) -> int:
+        job = self.api.post("/jobs", json={"name": f"stragglers-{case}", "script": script})
+        job.raise_for_status()
+        run = self.api.post(f"/jobs/{job.json()['id']}/runs", json={})
+        run.raise_for_status()
+        return run.json()["id"]
+
+    def _until_started(self, run_id: int) -> None:
+        while self.api.get(f"/runs/{run_id}").json()["state"] == "queued":
+            time.sleep(0.1)
+
+    def _until_succeeded(self, case: str, run_id: int, throttle: Throttle | None) -> None:
+        while (done := ended(self.api, run_id)) is None:
+            if throttle is not None:
+                throttle.wait(0.5)
+            else:
+                time.sleep(0.1)
+        if done["state"] != "succeeded":
+            raise RuntimeError(f"{case}: run {run_id} {done['state']}: {done['reason']}")
+
+    def _release(self, case: str, throttle: Throttle | None, spare) -> None:
+        if throttle is not None:
+            throttle.stop()
+        if case == "stopped":
+            self.lone.continue_main()
+        if spare is not None:
+            self.steady.close(spare)
+
+    def _outcome(self, run_id: int, seconds: float, foreign_cores: float, lone_worker: str) -> dict:
         log = log_text(self.api, run_id)
         if os.environ.get("BENCH_SHOW_LOG"):
             for line in log_lines(self.api, run_id):
@@ -130,7 +147,7 @@ class Bench:
         )
         return {
             "seconds": seconds,
-            "foreign": foreign.cores,
+            "foreign": foreign_cores,
             "backups": log.count("a backup attempt starts"),
             "superseded": states.get("superseded", 0),
             "stalled": log.count("is stalled: no progress"),

@@ -29,6 +29,7 @@ import secrets
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -125,7 +126,7 @@ def start_ours(data_dir: Path, secret: str) -> tuple[Appliance, int]:
     return appliance, port
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference-only", action="store_true", help="measure coturn only, not our server")
     parser.add_argument("--clients", type=int, default=10, help="uclient -m (default 10)")
@@ -133,8 +134,56 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=10000, help="uclient -n, messages per session (default 10000)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per server and transport; medians printed")
     parser.add_argument("--timeout", type=float, default=180, help="seconds one uclient run may take (default 180)")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def report_error(errors: list[str], text: str, line: str) -> None:
+    errors.append(text)
+    print(line, flush=True)
+
+
+def run_round(
+    transport: str,
+    servers: dict[str, int],
+    ours: Appliance | None,
+    uclient: Callable[[int, bool], UclientResult],
+    results: dict[tuple[str, str], list[UclientResult]],
+    errors: list[str],
+) -> None:
+    """One uclient run through each server still up; ``servers`` loses ours when it has exited."""
+    for name, port in list(servers.items()):
+        if name == "ours" and ours is not None and ours.proc.poll() is not None:
+            text = f"OUR SERVER EXITED with {ours.proc.returncode}:\n{ours.log()[-3000:]}"
+            report_error(errors, text, f"*** {text}")
+            del servers["ours"]
+            continue
+        result = uclient(port, transport == "tcp")
+        if reason := failure(result):
+            report_error(errors, f"{name} {transport}: {reason}", f"{name:<10}{transport:<6}  *** ERROR: {reason}")
+        else:
+            results.setdefault((name, transport), []).append(result)
+            print(row(name, transport, figures(result)), flush=True)
+
+
+def print_ratios(results: dict[tuple[str, str], list[UclientResult]], reference_only: bool) -> None:
+    print(f"\nTarget: ours at least {TARGET_RATIO:.2f} x coturn's msgs/s, with no more loss.")
+    for transport in TRANSPORTS:
+        if ("coturn", transport) not in results or ("ours", transport) not in results:
+            missing = "coturn" if ("coturn", transport) not in results else "ours"
+            print(f"{transport}: no ratio ({'skipped' if reference_only else 'failed'}: {missing})")
+            continue
+        reference, mine = median(results["coturn", transport]), median(results["ours", transport])
+        ratio = mine.rate / reference.rate if reference.rate else 0.0
+        meets = ratio >= TARGET_RATIO and mine.loss <= reference.loss
+        print(
+            f"{transport}: ours/coturn msgs/s {ratio:.2f} (target >= {TARGET_RATIO:.2f}, peak/s "
+            f"{mine.peak / reference.peak if reference.peak else 0:.2f}); loss ours {mine.loss:.2f}% vs coturn "
+            f"{reference.loss:.2f}% (target: no more): {'meets the target' if meets else 'BELOW TARGET'}"
+        )
+
+
+def main() -> int:
+    args = arguments()
     ensure_coturn_tools()
     secret = secrets.token_urlsafe(24)
     load = {"clients": args.clients, "messages": args.messages, "length": args.length, "interval_ms": 0}
@@ -152,38 +201,23 @@ def main() -> int:
             try:
                 ours, servers["ours"] = start_ours(Path(tmp) / "data", secret)
             except Exception as error:  # reported, then the reference half still runs
-                errors.append(f"OUR TURN SERVER FAILED TO START: {error}")
-                print(f"\n*** {errors[-1]}\n", flush=True)
+                text = f"OUR TURN SERVER FAILED TO START: {error}"
+                report_error(errors, text, f"\n*** {text}\n")
         print(
             f"{'server':<10}{'tport':<6}{'transmit s':>11}{'active s':>9}{'msgs/s':>10}{'peak/s':>9}{'loss %':>9}"
             f"{'recv/sent':>14}",
             flush=True,
         )
+
+        def uclient(port: int, tcp: bool) -> UclientResult:
+            return run_uclient(
+                HOST, port, secret=secret, user=ACCOUNT, peer_port=peer.port, tcp=tcp, timeout=args.timeout, **load
+            )
+
         try:
             for transport in TRANSPORTS:
                 for _ in range(args.repeat):
-                    for name, port in list(servers.items()):
-                        if name == "ours" and ours is not None and ours.proc.poll() is not None:
-                            errors.append(f"OUR SERVER EXITED with {ours.proc.returncode}:\n{ours.log()[-3000:]}")
-                            print(f"*** {errors[-1]}", flush=True)
-                            del servers["ours"]
-                            continue
-                        result = run_uclient(
-                            HOST,
-                            port,
-                            secret=secret,
-                            user=ACCOUNT,
-                            peer_port=peer.port,
-                            tcp=transport == "tcp",
-                            timeout=args.timeout,
-                            **load,
-                        )
-                        if reason := failure(result):
-                            errors.append(f"{name} {transport}: {reason}")
-                            print(f"{name:<10}{transport:<6}  *** ERROR: {reason}", flush=True)
-                        else:
-                            results.setdefault((name, transport), []).append(result)
-                            print(row(name, transport, figures(result)), flush=True)
+                    run_round(transport, servers, ours, uclient, results, errors)
         finally:
             if ours is not None:
                 ours.stop()
@@ -192,20 +226,7 @@ def main() -> int:
         print(f"\nmedian of {args.repeat} runs")
         for (name, transport), runs in results.items():
             print(row(name, transport, median(runs)))
-    print(f"\nTarget: ours at least {TARGET_RATIO:.2f} x coturn's msgs/s, with no more loss.")
-    for transport in TRANSPORTS:
-        if ("coturn", transport) not in results or ("ours", transport) not in results:
-            missing = "coturn" if ("coturn", transport) not in results else "ours"
-            print(f"{transport}: no ratio ({'skipped' if args.reference_only else 'failed'}: {missing})")
-            continue
-        reference, mine = median(results["coturn", transport]), median(results["ours", transport])
-        ratio = mine.rate / reference.rate if reference.rate else 0.0
-        meets = ratio >= TARGET_RATIO and mine.loss <= reference.loss
-        print(
-            f"{transport}: ours/coturn msgs/s {ratio:.2f} (target >= {TARGET_RATIO:.2f}, peak/s "
-            f"{mine.peak / reference.peak if reference.peak else 0:.2f}); loss ours {mine.loss:.2f}% vs coturn "
-            f"{reference.loss:.2f}% (target: no more): {'meets the target' if meets else 'BELOW TARGET'}"
-        )
+    print_ratios(results, args.reference_only)
     if errors:
         print("\nFAILED:\n  " + "\n  ".join(errors), file=sys.stderr)
         return 1

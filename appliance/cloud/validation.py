@@ -126,39 +126,51 @@ def check_bucket(bucket: str, provider: str) -> str:
     if not bucket:
         raise InvalidSetting("bucket", "Enter the bucket's name.")
     if provider == "gcs":
-        longest = 222 if "." in bucket else 63
-        if not 3 <= len(bucket) <= longest:
-            raise InvalidSetting("bucket", f"A Cloud Storage bucket name must be 3 to {longest} characters long.")
-        if not GCS_BUCKET_RE.match(bucket):
-            raise InvalidSetting(
-                "bucket",
-                "A Cloud Storage bucket name may contain only lowercase letters, digits, hyphens, underscores and"
-                " dots, and must start and end with a letter or digit.",
-            )
-        if any(len(part) > 63 for part in bucket.split(".")):
-            raise InvalidSetting("bucket", "Each dot-separated part of a bucket name may be at most 63 characters.")
-        if bucket.startswith("goog") or "google" in bucket:
-            raise InvalidSetting("bucket", "Cloud Storage bucket names must not start with 'goog' or contain 'google'.")
+        _check_gcs_bucket(bucket)
     else:
-        if not 3 <= len(bucket) <= 63:
-            raise InvalidSetting("bucket", "An S3 bucket name must be 3 to 63 characters long.")
-        if not S3_BUCKET_RE.match(bucket):
-            raise InvalidSetting(
-                "bucket",
-                "An S3 bucket name may contain only lowercase letters, digits, hyphens and dots,"
-                " and must start and end with a letter or digit.",
-            )
-        if bucket.startswith(S3_RESERVED_PREFIXES) or bucket.endswith(S3_RESERVED_SUFFIXES):
-            raise InvalidSetting("bucket", f"S3 reserves bucket names like {bucket!r} for its own kinds of bucket.")
+        _check_s3_bucket(bucket)
     if ".." in bucket or ".-" in bucket or "-." in bucket:
         raise InvalidSetting("bucket", "A bucket name must not contain '..', '.-' or '-.'.")
-    try:
-        ipaddress.IPv4Address(bucket)
-    except ValueError:
-        pass
-    else:
+    if _is_ipv4_address(bucket):
         raise InvalidSetting("bucket", "A bucket name must not be an IP address.")
     return bucket
+
+
+def _check_gcs_bucket(bucket: str) -> None:
+    longest = 222 if "." in bucket else 63
+    if not 3 <= len(bucket) <= longest:
+        raise InvalidSetting("bucket", f"A Cloud Storage bucket name must be 3 to {longest} characters long.")
+    if not GCS_BUCKET_RE.match(bucket):
+        raise InvalidSetting(
+            "bucket",
+            "A Cloud Storage bucket name may contain only lowercase letters, digits, hyphens, underscores and"
+            " dots, and must start and end with a letter or digit.",
+        )
+    if any(len(part) > 63 for part in bucket.split(".")):
+        raise InvalidSetting("bucket", "Each dot-separated part of a bucket name may be at most 63 characters.")
+    if bucket.startswith("goog") or "google" in bucket:
+        raise InvalidSetting("bucket", "Cloud Storage bucket names must not start with 'goog' or contain 'google'.")
+
+
+def _check_s3_bucket(bucket: str) -> None:
+    if not 3 <= len(bucket) <= 63:
+        raise InvalidSetting("bucket", "An S3 bucket name must be 3 to 63 characters long.")
+    if not S3_BUCKET_RE.match(bucket):
+        raise InvalidSetting(
+            "bucket",
+            "An S3 bucket name may contain only lowercase letters, digits, hyphens and dots,"
+            " and must start and end with a letter or digit.",
+        )
+    if bucket.startswith(S3_RESERVED_PREFIXES) or bucket.endswith(S3_RESERVED_SUFFIXES):
+        raise InvalidSetting("bucket", f"S3 reserves bucket names like {bucket!r} for its own kinds of bucket.")
+
+
+def _is_ipv4_address(name: str) -> bool:
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_access_key_id(access_key_id: str) -> str:

@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -172,43 +174,55 @@ class Session:
             await self.refuse("not-ready", "send hello first", getattr(message, "id", None))
             return
         self.worker.last_seen = time.monotonic()
-        if isinstance(message, p.Pong):
-            sent = self.ping_sent.pop(message.id, None)
-            if sent is not None:
-                self.worker.rtt_ms = (time.monotonic() - sent) * 1000
-        elif isinstance(message, p.Visibility):
-            self.worker.capabilities.visibility = message.state
-        elif isinstance(message, p.Stored):
-            self.worker.stored_blobs, self.worker.stored_bytes = message.blobs, message.bytes
-        elif isinstance(message, p.Conditions):
-            caps = self.worker.capabilities
-            caps.capacity, caps.power, caps.pressure = message.capacity, message.power, message.pressure
-        elif isinstance(message, p.ProbeAnswer):
-            waiter = self.answers.pop(message.reply_to, None)
-            if waiter and not waiter.done():
-                await self.announce(sdp_addresses(message.sdp))
-                waiter.set_result(message.sdp)
-        elif isinstance(message, p.Signal):
-            await self.relay_signal(message)
-        elif isinstance(message, p.BlobStored | p.BlobFailed):
-            if message.transfer_id is not None:
-                await self.transfer_result(message)
-            else:
-                self.worker.resolve(message.reply_to, message)
-        elif isinstance(message, p.BlobUploaded):
+        handler = _HANDLERS.get(type(message))
+        if handler is not None:
+            await handler(self, message)
+
+    async def _pong(self, message: p.Pong) -> None:
+        sent = self.ping_sent.pop(message.id, None)
+        if sent is not None:
+            self.worker.rtt_ms = (time.monotonic() - sent) * 1000
+
+    async def _visibility(self, message: p.Visibility) -> None:
+        self.worker.capabilities.visibility = message.state
+
+    async def _stored(self, message: p.Stored) -> None:
+        self.worker.stored_blobs, self.worker.stored_bytes = message.blobs, message.bytes
+
+    async def _conditions(self, message: p.Conditions) -> None:
+        caps = self.worker.capabilities
+        caps.capacity, caps.power, caps.pressure = message.capacity, message.power, message.pressure
+
+    async def _probe_answer(self, message: p.ProbeAnswer) -> None:
+        waiter = self.answers.pop(message.reply_to, None)
+        if waiter and not waiter.done():
+            await self.announce(sdp_addresses(message.sdp))
+            waiter.set_result(message.sdp)
+
+    async def _blob_result(self, message: p.BlobStored | p.BlobFailed) -> None:
+        if message.transfer_id is not None:
+            await self.transfer_result(message)
+        else:
             self.worker.resolve(message.reply_to, message)
-        elif isinstance(message, p.TransferBytes):
-            self.fleet.transfers.report(message.transfer_id, self.worker.worker_id, message.bytes)
-        elif isinstance(message, p.TASK_MESSAGES):
-            if isinstance(message, p.TaskDone):
-                self.worker.tasks_done += 1
-            await self.fleet.events.publish(TaskMessage(self.worker, message))
-        elif isinstance(message, p.BlobsDropped):
-            await self.fleet.events.publish(BlobsDropped(self.worker, message.sha256))
-        elif isinstance(message, p.Pause | p.Resume):
-            self.worker.paused = isinstance(message, p.Pause)
-            self.worker.pause_reason = message.reason if isinstance(message, p.Pause) else ""
-            await self.send(p.State(state=self.worker.state, reply_to=message.id))
+
+    async def _blob_uploaded(self, message: p.BlobUploaded) -> None:
+        self.worker.resolve(message.reply_to, message)
+
+    async def _transfer_bytes(self, message: p.TransferBytes) -> None:
+        self.fleet.transfers.report(message.transfer_id, self.worker.worker_id, message.bytes)
+
+    async def _task_message(self, message) -> None:
+        if isinstance(message, p.TaskDone):
+            self.worker.tasks_done += 1
+        await self.fleet.events.publish(TaskMessage(self.worker, message))
+
+    async def _blobs_dropped(self, message: p.BlobsDropped) -> None:
+        await self.fleet.events.publish(BlobsDropped(self.worker, message.sha256))
+
+    async def _pause_or_resume(self, message: p.Pause | p.Resume) -> None:
+        self.worker.paused = isinstance(message, p.Pause)
+        self.worker.pause_reason = message.reason if isinstance(message, p.Pause) else ""
+        await self.send(p.State(state=self.worker.state, reply_to=message.id))
 
     async def relay_signal(self, message: p.Signal) -> None:
         """Only between the two ends of a transfer or link the appliance arranged."""
@@ -303,6 +317,25 @@ class Session:
             self.ping_sent[self.ping_id] = time.monotonic()
             with contextlib.suppress(Exception):
                 await self.send(p.Ping(id=self.ping_id))
+
+
+# What a worker's message does once it has said hello, by the message's type.
+_HANDLERS: dict[type, Callable[[Session, Any], Awaitable[None]]] = {
+    p.Pong: Session._pong,
+    p.Visibility: Session._visibility,
+    p.Stored: Session._stored,
+    p.Conditions: Session._conditions,
+    p.ProbeAnswer: Session._probe_answer,
+    p.Signal: Session.relay_signal,
+    p.BlobStored: Session._blob_result,
+    p.BlobFailed: Session._blob_result,
+    p.BlobUploaded: Session._blob_uploaded,
+    p.TransferBytes: Session._transfer_bytes,
+    p.BlobsDropped: Session._blobs_dropped,
+    p.Pause: Session._pause_or_resume,
+    p.Resume: Session._pause_or_resume,
+    **dict.fromkeys(p.TASK_MESSAGES, Session._task_message),
+}
 
 
 @websocket("/ws/worker", opt=access(WORKER_BROWSER))

@@ -217,52 +217,62 @@ def _csv_encode(records: Iterable) -> bytes:
 
 def _csv_decode(data: bytes) -> list[tuple[Any, Any]]:
     text = _text(data, "CSV")
-    n = len(text)
     records = []
     i = 0
     row = 0
-    while i < n:
+    while i < len(text):
         row += 1
-        fields: list[Any] = []
-        while True:
-            if i < n and text[i] == '"':
-                parts = []
-                j = i + 1
-                while True:
-                    q = text.find('"', j)
-                    if q < 0:
-                        raise ValueError(f"CSV row {row}: a quoted field is not closed")
-                    parts.append(text[j:q])
-                    if text.startswith('"', q + 1):
-                        parts.append('"')
-                        j = q + 2
-                    else:
-                        i = q + 1
-                        break
-                if i < n and text[i] not in ",\r\n":
-                    raise ValueError(f"CSV row {row}: text after a closing quote")
-                fields.append("".join(parts))
-            else:
-                end = _BARE_END.search(text, i)
-                j = end.start() if end else n
-                if j < n and text[j] == '"':
-                    raise ValueError(f"CSV row {row}: a quote inside an unquoted field")
-                raw = text[i:j]
-                fields.append(_json_decoder.decode(raw) if _BARE.fullmatch(raw) else raw)
-                i = j
-            if i < n and text[i] == ",":
-                i += 1
-                continue
-            if i < n and text[i] == "\r":
-                if not text.startswith("\n", i + 1):
-                    raise ValueError(f"CSV row {row}: a carriage return outside quotes")
-                i += 1
-            i += 1
-            break
+        fields, i = _csv_row(text, i, row)
         if len(fields) != 2:
             raise ValueError(f"CSV row {row}: expected 2 fields (key,value), got {len(fields)}")
         records.append((fields[0], fields[1]))
     return records
+
+
+def _csv_row(text: str, i: int, row: int) -> tuple[list[Any], int]:
+    """The fields of the row starting at ``i``, and where the next row starts."""
+    n = len(text)
+    fields: list[Any] = []
+    while True:
+        value, i = _csv_quoted(text, i, row) if i < n and text[i] == '"' else _csv_bare(text, i, row)
+        fields.append(value)
+        if i < n and text[i] == ",":
+            i += 1
+            continue
+        if i < n and text[i] == "\r":
+            if not text.startswith("\n", i + 1):
+                raise ValueError(f"CSV row {row}: a carriage return outside quotes")
+            i += 1
+        return fields, i + 1
+
+
+def _csv_quoted(text: str, i: int, row: int) -> tuple[str, int]:
+    """The quoted field opening at ``i`` (doubled quotes stand for one), and the index after it."""
+    parts = []
+    j = i + 1
+    while True:
+        q = text.find('"', j)
+        if q < 0:
+            raise ValueError(f"CSV row {row}: a quoted field is not closed")
+        parts.append(text[j:q])
+        if not text.startswith('"', q + 1):
+            break
+        parts.append('"')
+        j = q + 2
+    i = q + 1
+    if i < len(text) and text[i] not in ",\r\n":
+        raise ValueError(f"CSV row {row}: text after a closing quote")
+    return "".join(parts), i
+
+
+def _csv_bare(text: str, i: int, row: int) -> tuple[Any, int]:
+    """The unquoted field at ``i`` (a JSON number, boolean or null when it reads as one), and where it ends."""
+    end = _BARE_END.search(text, i)
+    j = end.start() if end else len(text)
+    if j < len(text) and text[j] == '"':
+        raise ValueError(f"CSV row {row}: a quote inside an unquoted field")
+    raw = text[i:j]
+    return (_json_decoder.decode(raw) if _BARE.fullmatch(raw) else raw), j
 
 
 # --- BSON ---------------------------------------------------------------------------------------------

@@ -231,39 +231,46 @@ def _gpu_requirements(value: Any, where: str) -> GpuRequirements:
     unknown = sorted(set(value) - {"info", "features", "limits"})
     if unknown:
         raise _Invalid(f"{name} has an unknown field '{unknown[0]}' (it has info, features and limits)", where)
-    info = value.get("info") or {}
+    return GpuRequirements(
+        info=_gpu_info(value.get("info") or {}, f"{name}.info", where),
+        features=list(dict.fromkeys(_gpu_features(value.get("features"), f"{name}.features", where))),
+        limits=_gpu_limits(value.get("limits") or {}, f"{name}.limits", where),
+    )
+
+
+def _gpu_info(info: Any, name: str, where: str) -> dict[str, str]:
     if not isinstance(info, dict) or set(info) == {"__js"}:
-        raise _Invalid(f"{name}.info must be an object of strings (got {_describe(info)})", where)
+        raise _Invalid(f"{name} must be an object of strings (got {_describe(info)})", where)
     for key, text in info.items():
         if not isinstance(text, str):
-            raise _Invalid(f"{name}.info.{key} must be a string (got {_describe(text)})", where)
-    features = value.get("features")
+            raise _Invalid(f"{name}.{key} must be a string (got {_describe(text)})", where)
+    return dict(info)
+
+
+def _gpu_features(features: Any, name: str, where: str) -> list[str]:
     if features is None:
-        features = []
+        return []
     if isinstance(features, dict) and set(features) != {"__js"}:
         # Features may also be given as {name: true}: the names that are true.
-        names = []
         for key, wanted in features.items():
             if not isinstance(wanted, bool):
-                raise _Invalid(f"{name}.features.{key} must be true or false (got {_describe(wanted)})", where)
-            if wanted:
-                names.append(key)
-        features = names
-    elif isinstance(features, list):
-        for i, feature in enumerate(features):
-            if not isinstance(feature, str) or not feature:
-                raise _Invalid(f"{name}.features[{i}] must be a feature name (got {_describe(feature)})", where)
-    else:
-        raise _Invalid(f"{name}.features must be a list of feature names (got {_describe(features)})", where)
-    limits = value.get("limits") or {}
+                raise _Invalid(f"{name}.{key} must be true or false (got {_describe(wanted)})", where)
+        return [key for key, wanted in features.items() if wanted]
+    if not isinstance(features, list):
+        raise _Invalid(f"{name} must be a list of feature names (got {_describe(features)})", where)
+    for i, feature in enumerate(features):
+        if not isinstance(feature, str) or not feature:
+            raise _Invalid(f"{name}[{i}] must be a feature name (got {_describe(feature)})", where)
+    return features
+
+
+def _gpu_limits(limits: Any, name: str, where: str) -> dict[str, float]:
     if not isinstance(limits, dict) or set(limits) == {"__js"}:
-        raise _Invalid(f"{name}.limits must be an object of numbers (got {_describe(limits)})", where)
+        raise _Invalid(f"{name} must be an object of numbers (got {_describe(limits)})", where)
     for key, number in limits.items():
         if not isinstance(number, int | float) or isinstance(number, bool):
-            raise _Invalid(f"{name}.limits.{key} must be a number (got {_describe(number)})", where)
-    return GpuRequirements(
-        info=dict(info), features=list(dict.fromkeys(features)), limits={k: float(v) for k, v in limits.items()}
-    )
+            raise _Invalid(f"{name}.{key} must be a number (got {_describe(number)})", where)
+    return {k: float(v) for k, v in limits.items()}
 
 
 def _scripts(value: Any, where: str) -> list[str]:
@@ -626,53 +633,59 @@ def _child(script: str, time_limit: float, memory_limit: int, result_fd: int, st
 def _read_child(pid: int, result_fd: int, stderr_fd: int, deadline: float) -> tuple[int | None, bytes, bytes]:
     """Collect the child's output until it exits or the deadline passes (then kill it).
     Returns (wait status or None if it was killed, result bytes, stderr bytes)."""
-    buffers = {result_fd: bytearray(), stderr_fd: bytearray()}
+    keep = {result_fd: None, stderr_fd: _MAX_STDERR_BYTES}
+    buffers = {fd: bytearray() for fd in keep}
     status: int | None = None
-    killed = False
     with selectors.DefaultSelector() as selector:
         for fd in buffers:
             os.set_blocking(fd, False)
             selector.register(fd, selectors.EVENT_READ)
-
-        def drain(fd: int) -> bool:
-            """Read what is there; False at end of file."""
-            while True:
-                try:
-                    chunk = os.read(fd, 1 << 16)
-                except BlockingIOError:
-                    return True
-                if not chunk:
-                    return False
-                buffers[fd] += chunk
-                if fd == stderr_fd and len(buffers[fd]) > _MAX_STDERR_BYTES:
-                    del buffers[fd][:-_MAX_STDERR_BYTES]
-
-        while True:
+        while status is None:
             left = deadline - time.monotonic()
             if left <= 0 or len(buffers[result_fd]) > _MAX_RESULT_BYTES:
-                killed = True
+                _kill(pid)
                 break
             for key, _ in selector.select(min(left, 0.05)):
-                if not drain(key.fd):
+                if not _drain(key.fd, buffers[key.fd], keep[key.fd]):
                     selector.unregister(key.fd)
             # End of file on both pipes: the child has exited. Otherwise look anyway, as another
             # fork made at the same moment may hold the pipes open too.
-            try:
-                done, wait_status = os.waitpid(pid, 0 if not selector.get_map() else os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: judge by what it wrote
-                done, wait_status = pid, 0
-            if done:
-                status = wait_status
-                for fd in buffers:
-                    drain(fd)
-                break
-    if killed:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+            status = _exit_status(pid, wait=not selector.get_map())
+        if status is not None:
+            for fd in buffers:
+                _drain(fd, buffers[fd], keep[fd])
     return status, bytes(buffers[result_fd]), bytes(buffers[stderr_fd])
+
+
+def _drain(fd: int, buffer: bytearray, keep: int | None) -> bool:
+    """Read what is there into ``buffer``, keeping at most its last ``keep`` bytes; False at end of file."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        if not chunk:
+            return False
+        buffer += chunk
+        if keep is not None and len(buffer) > keep:
+            del buffer[:-keep]
+
+
+def _exit_status(pid: int, *, wait: bool) -> int | None:
+    """The child's wait status once it has exited (waiting for that when ``wait``), else None."""
+    try:
+        done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+    except ChildProcessError:  # reaped elsewhere: judge by what it wrote
+        return 0
+    return status if done else None
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 def _evaluate_in_child(script: str, time_limit: float, memory_limit: int) -> str:

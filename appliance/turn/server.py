@@ -256,16 +256,7 @@ class TurnServer:
             if existing.allocate_transaction == message.transaction_id and existing.allocate_response:
                 return existing.allocate_response
             raise Reply(437)
-        transport = message.get("REQUESTED-TRANSPORT")
-        if transport is None:
-            raise Reply(400)
-        if transport != UDP:
-            raise Reply(442)
-        if message.get("REQUESTED-ADDRESS-FAMILY", 0x01) != 0x01:
-            raise Reply(440)
-        token = message.get("RESERVATION-TOKEN")
-        if token is not None and message.get("EVEN-PORT") is not None:
-            raise Reply(400)  # RFC 8656 §7.2: not both
+        _check_allocate_request(message)
         identity = parse_username(username)
         assert identity is not None
         if self.per_account[identity.account] >= self.max_per_account:
@@ -275,17 +266,7 @@ class TurnServer:
         allocation = Allocation(
             client.five_tuple, identity, username, key, _lifetime(message.get("LIFETIME")), self.bandwidth
         )
-        relay_host = _local_address_towards(client.five_tuple)
-        reserved_token = None
-        if token is not None:
-            if not self._take_reservation(allocation, token):
-                raise Reply(508)  # unknown or expired reservation
-        else:
-            even_port = message.get("EVEN-PORT")
-            opened = self._open_relay(allocation, relay_host, even=even_port is not None, reserve_next=bool(even_port))
-            if opened is None:
-                raise Reply(508)
-            reserved_token = opened if isinstance(opened, bytes) else None
+        reserved_token = self._relay_port(allocation, message, _local_address_towards(client.five_tuple))
         self.allocations[client.five_tuple] = allocation
         self.per_account[identity.account] += 1
         response = Message(Method.ALLOCATE, Class.SUCCESS, message.transaction_id)
@@ -298,6 +279,20 @@ class TurnServer:
         allocation.allocate_transaction = message.transaction_id
         allocation.allocate_response = stun.encode(response, integrity_key=key)
         return allocation.allocate_response
+
+    def _relay_port(self, allocation: Allocation, message: Message, host: str) -> bytes | None:
+        """Give the allocation its relay port: the one its RESERVATION-TOKEN holds, else a free one
+        (even with EVEN-PORT, whose R bit holds the next one too). Returns the token of a port it held."""
+        token = message.get("RESERVATION-TOKEN")
+        if token is not None:
+            if not self._take_reservation(allocation, token):
+                raise Reply(508)  # unknown or expired reservation
+            return None
+        even_port = message.get("EVEN-PORT")
+        opened = self._open_relay(allocation, host, even=even_port is not None, reserve_next=bool(even_port))
+        if opened is None:
+            raise Reply(508)
+        return opened if isinstance(opened, bytes) else None
 
     def _bind(self, host: str, port: int) -> socket.socket | None:
         if port in self.ports_in_use or not self.min_port <= port <= self.max_port:
@@ -489,6 +484,19 @@ def _large_buffers(sock) -> None:
         except OSError:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
+
+
+def _check_allocate_request(message: Message) -> None:
+    """Refuse an Allocate asking for what the relay does not offer (UDP over IPv4 only)."""
+    transport = message.get("REQUESTED-TRANSPORT")
+    if transport is None:
+        raise Reply(400)
+    if transport != UDP:
+        raise Reply(442)
+    if message.get("REQUESTED-ADDRESS-FAMILY", 0x01) != 0x01:
+        raise Reply(440)
+    if message.get("RESERVATION-TOKEN") is not None and message.get("EVEN-PORT") is not None:
+        raise Reply(400)  # RFC 8656 §7.2: not both
 
 
 def _lifetime(requested: int | None) -> int:

@@ -172,10 +172,7 @@ async def test_a_map_lost_after_a_reduce_began_runs_again_and_the_reduce_gets_th
         lost = next(w for w in fleet.workers if fleet.rank.get(w.worker_id) == 2)
         await lost.close()
         spare = next(w for w in fleet.workers if w.worker_id not in fleet.rank)
-        for _ in range(300):
-            if any(t["kind"] == "map" for t in spare.tasks):
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: any(t["kind"] == "map" for t in spare.tasks))
         fleet.release.set()
         done = await carol.wait(run["id"], timeout=30)
         assert done["state"] == "succeeded", done
@@ -190,70 +187,84 @@ async def test_a_map_lost_after_a_reduce_began_runs_again_and_the_reduce_gets_th
         await fleet.close()
 
 
-async def test_a_reduce_sent_a_maps_pieces_starts_again_when_that_map_must_run_again(appliance, carol_client, carol):
-    gates = {rank: asyncio.Event() for rank in range(WORKERS)}
-    gates[0].set()
-    maps: dict[int, str] = {}  # rank -> its map's latest task id
-    ranks: dict[str, int] = {}
-    hung: set[str] = set()  # pieces of rank 1's first map for ranks 2 and 3: never delivered
+class GatedMaps:
+    """Workers (one spare) whose map on each rank finishes once that rank's gate opens (rank 0's is
+    open); the pieces of rank 1's first map for ranks 2 and 3 never arrive, so only its worker holds them."""
 
-    async def task(worker: SimWorker, task: dict) -> None:
+    def __init__(self):
+        self.gates = {rank: asyncio.Event() for rank in range(WORKERS)}
+        self.gates[0].set()
+        self.maps: dict[int, str] = {}  # rank -> its map's latest task id
+        self.ranks: dict[str, int] = {}
+        self.hung: set[str] = set()
+        self.workers: list[SimWorker] = []
+
+    async def start(self, appliance: Appliance, cookie: str) -> GatedMaps:
+        for _ in range(WORKERS + 1):
+            worker = SimWorker(appliance.url, cookie, on_task=self.task, on_blob_receive=self.receive)
+            self.workers.append(await worker.start())
+        return self
+
+    async def task(self, worker: SimWorker, task: dict) -> None:
         if task["kind"] != "map":
             await finish_empty(worker, task)
             return
-        ranks[worker.worker_id], maps[task["rank"]] = task["rank"], task["taskId"]
-        if task["rank"] == 1 and not hung:
-            hung.update(blob(task["taskId"], part) for part in (2, 3))
-        await gates[task["rank"]].wait()
+        self.ranks[worker.worker_id], self.maps[task["rank"]] = task["rank"], task["taskId"]
+        if task["rank"] == 1 and not self.hung:
+            self.hung.update(blob(task["taskId"], part) for part in (2, 3))
+        await self.gates[task["rank"]].wait()
         outputs = [
             {"partition": part, "size": 10, "records": 1, "sha256": blob(task["taskId"], part)}
             for part in range(WORKERS)
         ]
         await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": outputs, "emits": 4, "cpuMs": 1})
 
-    async def receive(worker: SimWorker, message: dict) -> None:
-        if message["sha256"] in hung:
-            return  # rank 1's pieces never reach ranks 2 and 3: only rank 1's worker holds them
+    async def receive(self, worker: SimWorker, message: dict) -> None:
+        if message["sha256"] in self.hung:
+            return
         stored = {"type": "blob-stored", "transferId": message["transferId"], "sha256": message["sha256"]}
         await worker.send({**stored, "size": message["size"]})
 
-    workers = []
-    for _ in range(WORKERS + 1):
-        workers.append(
-            await SimWorker(appliance.url, cookie_of(carol_client), on_task=task, on_blob_receive=receive).start()
-        )
+    def by_rank(self) -> dict[int, SimWorker]:
+        return {rank: next(w for w in self.workers if w.worker_id == wid) for wid, rank in self.ranks.items()}
+
+    async def close(self) -> None:
+        for worker in self.workers:
+            await worker.close()
+
+
+async def until(condition, tries: int = 300) -> None:
+    """Waits (up to ``tries`` tenths of a second) for ``condition()``; what follows asserts what matters."""
+    for _ in range(tries):
+        if condition():
+            return
+        await asyncio.sleep(0.1)
+
+
+async def test_a_reduce_sent_a_maps_pieces_starts_again_when_that_map_must_run_again(appliance, carol_client, carol):
+    fleet = await GatedMaps().start(appliance, cookie_of(carol_client))
     try:
         # No backups of the held maps: each rank's map has one attempt at a time here.
         run = carol.run(carol.job(job_script(workers=WORKERS, speculation="false")))
-        for _ in range(300):
-            if len(ranks) == WORKERS:
-                break
-            await asyncio.sleep(0.1)
-        by_rank = {rank: next(w for w in workers if w.worker_id == wid) for wid, rank in ranks.items()}
+        await until(lambda: len(fleet.ranks) == WORKERS)
+        by_rank = fleet.by_rank()
         early = await streaming_reduce(by_rank[0])
-        gates[1].set()
-        for _ in range(300):
-            if any(m["type"] == "task-input" and m["producer"] == 1 for m in by_rank[0].messages):
-                break
-            await asyncio.sleep(0.1)
+        fleet.gates[1].set()
+        await until(lambda: any(m["type"] == "task-input" and m["producer"] == 1 for m in by_rank[0].messages))
         # Rank 1's worker vanishes: its pieces for ranks 2 and 3 are gone, so its map runs again, and
         # rank 0's reduce, which has that map's old piece, is stopped and starts again.
         await by_rank[1].close()
-        for _ in range(300):
-            if {"type": "task-cancel", "taskId": early["taskId"]} in by_rank[0].messages:
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: {"type": "task-cancel", "taskId": early["taskId"]} in by_rank[0].messages)
         assert {"type": "task-cancel", "taskId": early["taskId"]} in by_rank[0].messages, by_rank[0].messages
-        gates[2].set()
-        gates[3].set()
+        fleet.gates[2].set()
+        fleet.gates[3].set()
         done = await carol.wait(run["id"], timeout=60)
         assert done["state"] == "succeeded", done
         [reduce] = [t for t in by_rank[0].tasks if t["kind"] == "reduce"]
         assert reduce["taskId"] == f"{run['id']}.A.1.0.1"
-        assert [i["sha256"] for i in reduce["inputs"]] == [blob(maps[r], 0) for r in range(WORKERS)]
-        assert maps[1] == f"{run['id']}.A.0.1.1"  # the map ran again (on the spare worker)
+        assert [i["sha256"] for i in reduce["inputs"]] == [blob(fleet.maps[r], 0) for r in range(WORKERS)]
+        assert fleet.maps[1] == f"{run['id']}.A.0.1.1"  # the map ran again (on the spare worker)
         log = carol.http.get(f"/runs/{run['id']}/logs").text
         assert "run again" in log, log
     finally:
-        for worker in workers:
-            await worker.close()
+        await fleet.close()
