@@ -47,6 +47,7 @@ from py_mini_racer import (
 
 from appliance.errors import InvalidRequest
 from appliance.jobs.sandbox_policy import is_appliance_path
+from appliance.jobs.stage_talks import talks_to_ranks
 from appliance.json_depth import MAX_DEPTH, too_deep
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,14 @@ class StageSpec(msgspec.Struct, rename="camel", kw_only=True):
     # back to it; None when the script does not hold the text (or the spec predates this).
     line: int | None = None
     column: int | None = None
+    # Whether the function messages other ranks or uses the parameter server (stage_talks.py): such a
+    # stage is never speculated. Found from the source when the spec is made, and when a spec stored
+    # before it was recorded is decoded.
+    talks_to_ranks: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.talks_to_ranks is None:
+            self.talks_to_ranks = talks_to_ranks(self.source)
 
 
 class GpuRequirements(msgspec.Struct, rename="camel", kw_only=True):
