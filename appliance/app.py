@@ -68,7 +68,7 @@ from appliance.jobs import api_routes as jobs_api_routes
 from appliance.jobs import console_routes as jobs_console_routes
 from appliance.jobs import sandbox_routes as jobs_sandbox_routes
 from appliance.jobs import ui_routes as jobs_ui_routes
-from appliance.jobs.coordinator import Coordinator
+from appliance.jobs.engine.coordinator import Coordinator
 from appliance.jobs.logs import RunLogs
 from appliance.metrics import routes as metrics_routes
 from appliance.metrics.sampler import Sampler
@@ -182,8 +182,8 @@ def create_app(settings: Settings) -> Litestar:
     datanodes = DataNodes(fleet, store, live_holders, Grants(secrets.session_key.encode()), settings.replication_factor)
     run_logs = RunLogs()
     coordinator = Coordinator(fleet, settings, store, live_holders, cloud_keys, run_logs)
-    datanodes.run_blobs = coordinator.blobs_in_use
-    sampler = Sampler(fleet, coordinator.run_counts, settings.metrics_sample_seconds)
+    datanodes.run_blobs = coordinator.read.blobs_in_use
+    sampler = Sampler(fleet, coordinator.read.run_counts, settings.metrics_sample_seconds)
     subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler, turn, fleet)
     scheduler = create_scheduler(
         [

@@ -108,6 +108,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # A run still queued after this many hours fails with a reason (0: it waits for ever); a run
     # may ask for another limit (its queueTimeout metadata, in seconds).
     job_queue_timeout_hours: Annotated[float, msgspec.Meta(ge=0)] = 24.0
+    # Check the job engine's invariants after every step (jobs/invariants.py): a broken one fails the
+    # scheduling round loudly. For tests and debugging; it costs a walk of each run's tasks per step.
+    engine_checks: bool = False
     # While another account's run waits, an account's runs may not start beyond this share of the
     # connected workers (1: no limit).
     job_fair_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 1.0

@@ -37,6 +37,7 @@ class EndCause(enum.StrEnum):
     QUEUE_TIMEOUT = "queue-timeout"  # it did not start within its queue timeout
     VALIDATION_FAILED = "validation-failed"  # a validated task's attempts never agreed on its output
     APPLIANCE_RESTART = "appliance-restart"
+    ENGINE_ERROR = "engine-error"  # a step of the engine broke an invariant (only with engine_checks)
 
     @property
     def jobs_doing(self) -> bool:

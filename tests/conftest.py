@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from hypothesis import settings
 
@@ -8,6 +10,10 @@ from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 # V8) must not fail an example on hypothesis's per-example deadline.
 settings.register_profile("peermr", deadline=None)
 settings.load_profile("peermr")
+
+# Every appliance the tests start checks the job engine's invariants after each step: a step that
+# breaks one fails its run as engine-error, which the test sees (bench/ measures without the checks).
+os.environ.setdefault("PEERMR_ENGINE_CHECKS", "true")
 
 
 @pytest.fixture(scope="module")

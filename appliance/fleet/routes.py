@@ -45,7 +45,7 @@ def _context(request: Request, query: views.Query) -> dict:
     coordinator = request.app.state.coordinator  # the jobs coordinator: who holds which rank
 
     def may_see_run(run_id: int) -> bool:
-        return user.is_admin or (user.role == "coordinator" and coordinator.run_owner(run_id) == user.user_id)
+        return user.is_admin or (user.role == "coordinator" and coordinator.read.run_owner(run_id) == user.user_id)
 
     # A coordinator's runs may use any account's browsers (private mode: only its own).
     shown = [
@@ -53,7 +53,7 @@ def _context(request: Request, query: views.Query) -> dict:
         for w in _fleet(request).workers.values()
         if user.is_admin or w.account_id == user.user_id or (user.role == "coordinator" and not w.paused)
     ]
-    placements = coordinator.placements()
+    placements = coordinator.read.placements()
     rows = [
         views.row(
             w,

@@ -12,7 +12,7 @@ from appliance.errors import NotFound
 from appliance.jobs.tables import Run
 
 if TYPE_CHECKING:
-    from appliance.jobs.coordinator import Coordinator
+    from appliance.jobs.engine.coordinator import Coordinator
 
 
 async def run_row(actor: Actor, run_id: int) -> dict:

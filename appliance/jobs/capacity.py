@@ -3,11 +3,15 @@ scheduler would let run it (jobs/selection.py decides: private mode, GPU require
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from appliance.accounts.actor import Actor
 from appliance.jobs import selection, service
-from appliance.jobs.coordinator import Coordinator
+
+if TYPE_CHECKING:
+    from appliance.jobs.engine.coordinator import Coordinator
 
 
 class Capacity(msgspec.Struct, frozen=True, rename="camel"):
@@ -42,7 +46,7 @@ async def for_job(actor: Actor, job_id: int, overrides: dict, coordinator: Coord
     job = await service.get_job(actor, job_id)
     spec = service.apply_overrides(job.spec, overrides)
     present = [w for w in coordinator.fleet.workers.values() if not w.paused]
-    eligible = [w for w in present if coordinator.eligible(w, spec, actor.user_id)]
+    eligible = [w for w in present if coordinator.read.eligible(w, spec, actor.user_id)]
     asks = selection.needed(spec)
     eligible_idle = sum(1 for w in eligible if selection.available(w))
     return Capacity(

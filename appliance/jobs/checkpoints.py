@@ -5,7 +5,7 @@ its outputs are: PMRFS blob or object key, size, records), the attempt numbers h
 attempts history (the task table written when the run ends), the groups' epochs, the workers
 taken off or outrun, and the parameter server's clocks (its values are kept in jobs_parameter).
 Which browsers hold each PMRFS output is not kept: after a restart the workers' ``hello`` says
-which blobs they hold (jobs/coordinator.py matches them).
+which blobs they hold (the engine's coordinator matches them).
 
 A task that was running is kept as running on its worker: pages keep running their tasks while
 their connection is away and report them when they are back, and the worker's ``hello`` lists

@@ -63,6 +63,10 @@ async def worker_runs(request: Request, worker_id: FromPath[str]) -> Template:
     return page(request, "jobs/worker_runs.html", worker_id=worker_id, runs=runs)
 
 
+# The stage page's latest task transitions, while the run runs (the engine keeps more).
+TRANSITIONS_SHOWN = 50
+
+
 @get("/ui/runs/{run_id:int}/stages/{group:str}/{stage:int}", opt=access(COORDINATOR), include_in_schema=False)
 async def stage_page(
     request: Request,
@@ -82,12 +86,13 @@ async def stage_page(
         raise NotFound(f"Run {run_id} has no stage {stage + 1} in group {group}.")
     size = 1 if stage == INPUT_STAGE else run.spec.worker_count
     kind = stages.kind_of(run.spec, stage)
-    live = coordinator.live(run_id)
-    expected = None
+    live = coordinator.read.view(run_id)
+    expected, moves = None, []
     if live is not None:
-        attempts, now = stages.live_attempts(live.execution, group, stage), stages.monotonic_now()
+        moves = live.transitions(group, stage)[-TRANSITIONS_SHOWN:][::-1]
+        attempts, now = live.stage_attempts(group, stage), stages.monotonic_now()
         prior = (await priors.of_job(run.job_id, run_id)).get(stage)
-        expected = prior.typical(stages.input_records(live.execution, group, stage)) if prior else None
+        expected = prior.typical(live.input_records(group, stage)) if prior else None
     else:
         attempts, now = stages.finished_attempts(await service.run_tasks(actor, run_id), group, stage)
     detail = stages.build(group, stage, kind, size, attempts, now, expected)
@@ -103,6 +108,8 @@ async def stage_page(
         "page_number": page_number,
         "pages": pages,
         "active": live is not None,
+        "moves": moves,
+        "now": now,
         "stage_list": [(g, s) for g in groups for s in range(INPUT_STAGE, len(run.spec.stages))],
         "kind_of": lambda s: stages.kind_of(run.spec, s),
     }

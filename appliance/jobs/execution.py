@@ -13,17 +13,22 @@ task r reads only task r's output, so it can start as soon as that one task is d
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import re
-import statistics
 import string
 import time
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
 
+from appliance.jobs.agreement import Agreement
 from appliance.jobs.spec import JobSpec
+from appliance.jobs.stragglers import Stragglers
+from appliance.jobs.transitions import (
+    OUTCOMES,
+    TRANSITIONS,
+    IllegalTransition,
+    TaskEvent,
+    TaskState,
+    TransitionLog,
+)
 
 INPUT_STAGE = -1
 # The content type task-assign names for the shuffle format.
@@ -32,95 +37,11 @@ SHUFFLE_TYPE = "application/x-peermr-shuffle"
 INPUT_TIMEOUT_SECONDS = 3600
 GROUP_LETTERS = string.ascii_uppercase
 
-TaskState = Literal["waiting", "staging", "running", "verifying", "done"]
-
-
-class TaskEvent(enum.StrEnum):
-    """What can happen to a task's current attempt."""
-
-    START = "start"  # its rank's worker takes it: inputs are copied to that worker
-    LAUNCH = "launch"  # its inputs are in place: the task is sent to the worker
-    FINISH = "finish"  # the worker reported it done, with its outputs
-    FAIL = "fail"  # it failed (the job threw, an input could not be moved or was missing)
-    WORKER_LOST = "worker-lost"  # its worker disconnected or was taken off the run
-    INPUT_LOST = "input-lost"  # an input went with another worker before it could be copied
-    CANCEL = "cancel"  # the run ended
-    SUPERSEDED = "superseded"  # another attempt of the same task finished first: the task is done
-    VERIFY = "verify"  # validation: the attempt finished; its output waits for other workers' to agree
-    AGREED = "agreed"  # validation: enough attempts gave the same output: the task is done
-    REJECTED = "rejected"  # validation: an attempt's output differs from the one the others agreed on
-    OUTPUT_LOST = "output-lost"  # done, but no live worker holds its output, which is still needed
-
-
-# (state, event) -> the next state; any pair not listed is refused (IllegalTransition).
-# An attempt that ends another way than FINISH goes back to waiting as a new attempt.
-TRANSITIONS: dict[tuple[TaskState, TaskEvent], TaskState] = {
-    ("waiting", TaskEvent.START): "staging",
-    ("staging", TaskEvent.LAUNCH): "running",
-    ("running", TaskEvent.FINISH): "done",
-    **{
-        (state, event): "waiting"
-        for state in ("staging", "running")
-        for event in (TaskEvent.FAIL, TaskEvent.WORKER_LOST, TaskEvent.INPUT_LOST, TaskEvent.CANCEL)
-    },
-    ("staging", TaskEvent.SUPERSEDED): "done",
-    ("running", TaskEvent.SUPERSEDED): "done",
-    ("done", TaskEvent.OUTPUT_LOST): "waiting",
-    ("running", TaskEvent.VERIFY): "verifying",
-    ("verifying", TaskEvent.AGREED): "done",
-    ("verifying", TaskEvent.CANCEL): "waiting",
-}
-# How the task history names an attempt that ended by each event (OUTPUT_LOST ends no attempt: it had finished).
-OUTCOMES: dict[TaskEvent, str] = {
-    TaskEvent.FINISH: "done",
-    TaskEvent.FAIL: "failed",
-    TaskEvent.WORKER_LOST: "lost",
-    TaskEvent.INPUT_LOST: "lost",
-    TaskEvent.CANCEL: "cancelled",
-    TaskEvent.SUPERSEDED: "superseded",
-    TaskEvent.REJECTED: "rejected",
-}
-# Validation: attempts of one task, beyond its replicas, before the run fails for want of agreement.
-EXTRA_VALIDATION_ATTEMPTS = 2
-# Speculative execution (spark.speculation's defaults): once this share of a stage's tasks is done,
-# a task running longer than MULTIPLIER x their median duration (and at least MIN seconds) is slow.
-SPECULATION_QUANTILE = 0.75
-SPECULATION_MULTIPLIER = 1.5
-SPECULATION_MIN_SECONDS = 1.0
-# Earlier, as LATE does (Zaharia et al., OSDI 2008): a task progressing (context.progress() calls, or
-# emits in a stage that makes none) at under this share of its stage's median rate, after
-# LAGGING_MIN_SECONDS, is lagging (a slow tab shows long before the stage is mostly done, and a
-# spare worker can redo its work meanwhile).
-LAGGING_RATE = 1 / 3
-LAGGING_MIN_SECONDS = 1.0
 # A stage whose code talks to other ranks or the parameter server is never speculated: two attempts
 # of one rank would both take part. (At run time a backup that tries is refused as well.)
 _TALKS_TO_RANKS = re.compile(
     r"\b(sendToRank|receiveFromRank|allReduce|allGather|broadcast|barrier)\b|\.\s*ps\s*\.|\bps\s*\.\s*(read|write|update|clock|register)\b"
 )
-
-
-class IllegalTransition(Exception):
-    """An event that cannot happen to a task in its state (a stale or forged report)."""
-
-
-def _ticks(task: Task) -> int:
-    return task.ticks
-
-
-def _emits(task: Task) -> int:
-    return task.emits
-
-
-def _began(task: Task) -> float:
-    """When a task's own work began: its start (copying its inputs included), or for a streaming
-    reduce the moment its whole input was in (its wait for the maps is not its slowness)."""
-    return task.launched if task.streaming else task.started
-
-
-def _signature(outputs: list[Output]) -> tuple[tuple[int, str], ...]:
-    """What validation compares: each output blob's partition and SHA-256."""
-    return tuple(sorted((o.partition, o.location) for o in outputs))
 
 
 def stage_label(stage: int) -> str:
@@ -249,7 +170,7 @@ class Group:
             self.open_stages.add(task.stage)
 
 
-class RunExecution:
+class RunExecution(Stragglers, Agreement):
     def __init__(self, run_id: int, spec: JobSpec, *, cloud: bool = False):
         self.run_id = run_id
         self.spec = spec
@@ -283,9 +204,11 @@ class RunExecution:
         # maps' pieces as they come (the shuffle overlaps the decoding). Not when attempts must agree
         # (replicas need the whole input at once) nor with cloud storage (presigned URLs, no copies).
         self.streams = not cloud and not self.validation
-        # (task id, worker id) of streaming attempts that ended while their page waits for input:
-        # the coordinator tells those pages to drop them (take_cancels).
+        # What the execution decided pages must be told: the (task id, worker id) of attempts no longer
+        # wanted (a backup that lost its race, replicas once the others agreed, a streaming reduce sent
+        # back while its page waits for input). The engine sends them (take_cancels).
         self.cancels: list[tuple[str, str]] = []
+        self.transitions = TransitionLog()
 
     # ------------------------------------------------------------ shape
 
@@ -448,6 +371,7 @@ class RunExecution:
         after = TRANSITIONS.get((task.state, event))
         if after is None:
             raise IllegalTransition(f"task {task.id} cannot {event} while {task.state}")
+        self.transitions.add(task, task.state, event, after)
         task.state = after
         self.changes += 1
 
@@ -504,6 +428,7 @@ class RunExecution:
         superseded = [] if loser is None else [(loser.id, loser.worker_id or "")]
         if loser is not None:
             self._supersede(loser, task, now)
+        self.cancels += superseded
         self.groups[primary.group].count_done(primary, +1)
         return superseded
 
@@ -533,81 +458,6 @@ class RunExecution:
             winner.finished,
         )
         task.outputs, task.emits, task.bytes, task.cpu_ms = winner.outputs, winner.emits, winner.bytes, winner.cpu_ms
-
-    # ------------------------------------------------------------ validation
-
-    def validated(self, task: Task) -> bool:
-        return bool(self.validation) and task.stage not in self.unvalidated
-
-    def _agree(
-        self, attempt: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float
-    ) -> list[tuple[str, str]]:
-        """A validated task's attempt finished: keep its result; once a majority of the replicas gave
-        the same outputs the task is done with them, the other results are rejected and the attempts
-        still running are stopped."""
-        task = attempt.primary or attempt
-        self._move(attempt, TaskEvent.VERIFY if attempt is task else TaskEvent.FINISH)
-        self.active.discard(attempt)
-        if attempt is not task:
-            self.replicas[task].remove(attempt)
-        attempt.finished, attempt.outputs, attempt.emits, attempt.cpu_ms = now, outputs, emits, cpu_ms
-        attempt.bytes = sum(o.size for o in outputs)
-        results = self.results.setdefault(task, [])
-        results.append(attempt if attempt is not task else dataclasses.replace(task))  # the task object goes on
-        agreed, count = Counter(_signature(r.outputs) for r in results).most_common(1)[0]
-        if count < self.validation // 2 + 1:
-            return []
-        winner = next(r for r in results if _signature(r.outputs) == agreed)
-        voters = ", ".join(r.worker_id or "" for r in results if _signature(r.outputs) == agreed)
-        for result in self.results.pop(task):
-            if _signature(result.outputs) == agreed:
-                self._record(result, TaskEvent.FINISH)
-            else:
-                self._record(result, TaskEvent.REJECTED, f"its output differs from the one workers {voters} agreed on")
-        stop = []
-        for replica in self.replicas.pop(task, []):
-            self.drop_backup(replica, TaskEvent.CANCEL, "the other attempts agreed")
-            stop.append((replica.id, replica.worker_id or ""))
-        if task.state in ("staging", "running"):  # replicas agreed while the task's own attempt runs
-            stop.append((task.id, task.worker_id or ""))
-            task.finished = now
-            task.cpu_ms = int((now - task.started) * 1000)
-            self._move(task, TaskEvent.SUPERSEDED)
-            self.active.discard(task)
-            self._record(task, TaskEvent.SUPERSEDED, "other attempts agreed first")
-        else:
-            self._move(task, TaskEvent.AGREED)
-        self._take_result(task, winner)
-        self.groups[task.group].count_done(task, +1)
-        return stop
-
-    def replicas_wanted(self, task: Task) -> int:
-        """How many more attempts a validated task needs running now: its replicas at first, then as
-        many as could still make a majority agree."""
-        if not self.validated(task) or task.state not in ("staging", "running", "verifying"):
-            return 0
-        results = self.results.get(task, [])
-        running = len(self.replicas.get(task, [])) + (task.state in ("staging", "running"))
-        if len(results) + running < self.validation:
-            return self.validation - len(results) - running
-        best = max(Counter(_signature(r.outputs) for r in results).values(), default=0)
-        room = self.validation + EXTRA_VALIDATION_ATTEMPTS - len(results) - running
-        return max(0, min(self.validation // 2 + 1 - best - running, room))
-
-    def disagreement(self, task: Task) -> str | None:
-        """Why a validated task can never be agreed on (every attempt it may make gave its own output)."""
-        results = self.results.get(task, [])
-        running = len(self.replicas.get(task, [])) + (task.state in ("staging", "running"))
-        if running or self.replicas_wanted(task) or len(results) < self.validation:
-            return None
-        outputs = {_signature(r.outputs) for r in results}
-        return f"{len(results)} workers gave {len(outputs)} different outputs; no {self.validation // 2 + 1} agreed"
-
-    def replica(self, task: Task, worker_id: str, now: float | None = None) -> Task:
-        """One more attempt of a validated task, on another worker."""
-        clone = self._clone(task, worker_id, now)
-        self.replicas.setdefault(task, []).append(clone)
-        return clone
 
     def backup(self, task: Task, worker_id: str, now: float | None = None) -> Task:
         """A second attempt of a running task on another worker; the first of the two to finish wins."""
@@ -809,63 +659,6 @@ class RunExecution:
         """Running tasks past their worker timeout (no emit and no progress for that long)."""
         now = time.monotonic() if now is None else now
         return [t for t in self.active if t.state == "running" and now - t.last_activity > t.worker_timeout]
-
-    # ------------------------------------------------------------ stragglers
-
-    def newly_stalled(self, stall_seconds: float, now: float | None = None) -> list[Task]:
-        """Running attempts whose progress has not moved for ``stall_seconds``, not marked stalled yet."""
-        now = time.monotonic() if now is None else now
-        return [
-            t for t in self.active if t.state == "running" and not t.stalled and now - t.progressed_at > stall_seconds
-        ]
-
-    def speculable(self, task: Task, now: float | None = None) -> str | None:
-        """Why a running task deserves a backup attempt, or None: it is stalled, it emits far more slowly
-        than the rest of its stage, or its stage is mostly done and it runs much longer than the median
-        finished task."""
-        if task.is_backup or task.state != "running" or task in self.backups or task.stage in self.unspeculated:
-            return None
-        now = time.monotonic() if now is None else now
-        if task.stalled:
-            return "stalled"
-        if task.worker_id in self.outrun:
-            return "known to be slow (a backup attempt outran it earlier in this run)"
-        if lagging := self._lagging(task, now):
-            return lagging
-        group = self.groups[task.group]
-        size = group.stage_size[task.stage]
-        if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
-            return None
-        durations = [
-            t.finished - _began(t) for (stage, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
-        ]
-        median = statistics.median(durations)
-        if now - _began(task) <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
-            return None
-        return f"slow: {now - _began(task):.1f} s, the stage's finished tasks took {median:.1f} s (median)"
-
-    def _lagging(self, task: Task, now: float) -> str | None:
-        """Rates count from each attempt's launch: time spent copying inputs is not the task's slowness.
-        A stage whose tasks call context.progress() is judged by those calls alone: its emits may come
-        in a burst at the end (a map that counts in a Map first), which would make every task still
-        running look slow beside the finished ones."""
-        elapsed = now - task.launched
-        if elapsed < LAGGING_MIN_SECONDS:
-            return None
-        others = [
-            t
-            for (stage, _), t in self.groups[task.group].tasks.items()
-            if stage == task.stage and t is not task and t.state in ("running", "done")
-        ]
-        ticking = task.ticks > 0 or any(t.ticks for t in others)
-        measure, unit = (_ticks, "progress() calls") if ticking else (_emits, "emits")
-        rates = [measure(t) / max((t.finished if t.state == "done" else now) - t.launched, 1e-3) for t in others]
-        if len(rates) < 2 or statistics.median(rates) <= 0:
-            return None  # nothing to compare with (or a stage that reports progress only at its end)
-        rate, median = measure(task) / elapsed, statistics.median(rates)
-        if rate >= LAGGING_RATE * median:
-            return None
-        return f"lagging: {rate:.0f} {unit}/s, the stage's median {median:.0f}/s"
 
     # ------------------------------------------------------------ progress
 

@@ -5,14 +5,17 @@ account sees the runs its own browsers served, by number and state only (the job
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 import msgspec
 from piccolo.query.functions.aggregate import Count
 
 from appliance.accounts import users
 from appliance.accounts.actor import Actor
-from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.tables import Run, RunTask
+
+if TYPE_CHECKING:
+    from appliance.jobs.engine.coordinator import Coordinator
 
 FAILURES_SHOWN = 5
 RUNS_SHOWN = 8
@@ -42,12 +45,8 @@ def _mine(query, actor: Actor):
 
 
 def _percent(coordinator: Coordinator, run_id: int) -> int | None:
-    live = coordinator.live(run_id)
-    if live is None:
-        return None
-    rows = live.execution.progress()
-    total = sum(r["total"] for r in rows)
-    return int(100 * sum(r["done"] for r in rows) / total) if total else 0
+    live = coordinator.read.view(run_id)
+    return live.percent() if live is not None else None
 
 
 async def at_a_glance(actor: Actor, coordinator: Coordinator, since: dt.datetime) -> Glance:
@@ -65,10 +64,10 @@ async def at_a_glance(actor: Actor, coordinator: Coordinator, since: dt.datetime
             job_name=row["job_name"],
             owner=emails.get(row["owner"], "?"),
             state=row["state"],
-            reason=coordinator.reason(row["id"]) or row["reason"],
+            reason=coordinator.read.reason(row["id"]) or row["reason"],
             at=at,
             percent=_percent(coordinator, row["id"]),
-            position=coordinator.position(row["id"]),
+            position=coordinator.read.position(row["id"]),
         )
 
     running = [line(r, r["started_at"]) for r in active if r["state"] == "running"]
@@ -99,7 +98,7 @@ async def runs_served_by(actor: Actor, coordinator: Coordinator, worker_id: str)
         .where(RunTask.worker_id == worker_id)
         .group_by(RunTask.run)
     }
-    for run_id, tasks in coordinator.attempts_by_worker(worker_id).items():
+    for run_id, tasks in coordinator.read.attempts_by_worker(worker_id).items():
         counts[run_id] = counts.get(run_id, 0) + tasks
     if not counts:
         return []
@@ -130,7 +129,7 @@ async def runs_served_by_account(account: int, coordinator: Coordinator, worker_
     )
     counts = {r["run"]: r["n"] for r in ended}
     for worker_id in worker_ids:
-        for run_id, tasks in coordinator.attempts_by_worker(worker_id).items():
+        for run_id, tasks in coordinator.read.attempts_by_worker(worker_id).items():
             counts[run_id] = counts.get(run_id, 0) + tasks
     latest = sorted(counts, reverse=True)[:RUNS_SHOWN]
     if not latest:

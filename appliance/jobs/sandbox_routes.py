@@ -56,13 +56,13 @@ RUN_CACHE = "private, max-age=86400"
 async def run_sandbox(request: Request, run_id: FromPath[int]) -> Response:
     coordinator = coordinator_of(request)
     # Only while the run runs, and only to browsers of an account holding one of its ranks.
-    if not coordinator.allows_sandbox(run_id, request.user.user_id):
+    if not coordinator.read.allows_sandbox(run_id, request.user.user_id):
         raise NotFoundException("No such run for this worker.")
-    run = coordinator.live(run_id)
+    run = coordinator.read.view(run_id)
     origin = appliance_origin(request)
     connect = list(run.origins)
-    if run.storage is not None:
-        connect.append(run.storage.origin)
+    if run.storage_origin is not None:
+        connect.append(run.storage_origin)
     scripts = [origin_of(url, origin) for url in run.spec.scripts]
     text, _ = build(run.spec, origin)
     preload = [*RUNTIME, *(url for url in run.spec.scripts if is_appliance_path(url))]

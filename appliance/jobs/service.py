@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import random
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import msgspec
 from piccolo.query.functions.aggregate import Count
@@ -23,11 +24,13 @@ from appliance.cloud import service as cloud
 from appliance.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
 from appliance.jobs import codecs, listing, selection
 from appliance.jobs.access import run_row
-from appliance.jobs.coordinator import Coordinator
 from appliance.jobs.sandbox_policy import allowed_origins, disallowed_urls
 from appliance.jobs.spec import JobSpec, ScriptError, extract_spec_async, validate_spec
 from appliance.jobs.tables import Job, Run, RunLog, RunOutput, RunTask
 from appliance.pmrfs.blobstore import BlobStore
+
+if TYPE_CHECKING:
+    from appliance.jobs.engine.coordinator import Coordinator
 
 MAX_NAME = 200
 MAX_RUN_WAIT = 60  # seconds a GET of a run may hold its answer (under the usual proxy idle timeouts)
@@ -234,7 +237,7 @@ async def start_run(
     run_id = inserted[0]["id"]
     coordinator.enqueue(run_id, actor.user_id, spec)
     await audit.note("run.started", f"run #{run_id} of job #{row['id']} ({row['name']})", None, {"state": "queued"})
-    warning = selection.capacity_note(spec, *coordinator.capacity(spec, actor.user_id))
+    warning = selection.capacity_note(spec, *coordinator.read.capacity(spec, actor.user_id))
     return msgspec.structs.replace(await get_run(actor, run_id, coordinator), warning=warning)
 
 
@@ -257,9 +260,9 @@ async def run_owner(run_id: int) -> int | None:
 
 
 def _run_info(row: dict, emails: dict[int, str], coordinator: Coordinator) -> RunInfo:
-    live = coordinator.live(row["id"])
+    live = coordinator.read.view(row["id"])
     if live is not None:
-        progress = live.execution.progress()
+        progress = live.progress()
     else:
         progress = msgspec.json.decode(row["progress"]) if row["progress"] else []
     return RunInfo(
@@ -268,12 +271,12 @@ def _run_info(row: dict, emails: dict[int, str], coordinator: Coordinator) -> Ru
         job_name=row["job_name"],
         owner=emails.get(row["owner"], "?"),
         state=row["state"],
-        reason=coordinator.reason(row["id"]) or row["reason"],
+        reason=coordinator.read.reason(row["id"]) or row["reason"],
         queued_at=row["queued_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         spec=msgspec.json.decode(row["spec"], type=JobSpec),
-        queue_position=coordinator.position(row["id"]),
+        queue_position=coordinator.read.position(row["id"]),
         progress=[StageProgress(**p) for p in progress],
     )
 

@@ -173,7 +173,7 @@ async def _editor(
         runs=runs,
         run_form=_run_form_of(job.spec) if job else None,
         run_error=None,
-        fleet=coordinator_of(request).fleet_counts(request.user.user_id),
+        fleet=coordinator_of(request).read.fleet_counts(request.user.user_id),
         summary=views.stages_summary,
         **context,
     )
@@ -227,7 +227,7 @@ async def delete_job(request: Request, job_id: FromPath[int]) -> Response:
 async def run_form_page(request: Request, job_id: FromPath[int]) -> Template:
     """The run dialog as a page of its own (the editor opens it as a <dialog> when scripts run)."""
     job = await _job(request, job_id)
-    fleet = coordinator_of(request).fleet_counts(request.user.user_id)
+    fleet = coordinator_of(request).read.fleet_counts(request.user.user_id)
     return page(request, "jobs/run.html", job=job, run_form=_run_form_of(job.spec), run_error=None, fleet=fleet)
 
 
@@ -241,7 +241,7 @@ async def start_run(
             _actor(request), job_id, run_overrides(data), coordinator_of(request), settings, appliance_origin(request)
         )
     except ServiceError as exc:
-        fleet = coordinator_of(request).fleet_counts(request.user.user_id)
+        fleet = coordinator_of(request).read.fleet_counts(request.user.user_id)
         context = {"job": job, "run_form": data, "run_error": str(exc), "fleet": fleet}
         if is_htmx(request):
             # Answered with 200 so htmx swaps the form (with its message) into the dialog.
@@ -326,11 +326,11 @@ async def _output_context(
 async def _live_context(request: Request, run: RunInfo, output: dict | None = None):
     """The run page's live part; ``output`` is the output view's URL query (group, page, sort, search)."""
     actor = _actor(request)
-    active = coordinator_of(request).live(run.id)
+    active = coordinator_of(request).read.view(run.id)
     figures = {}
     if active is not None:
-        timeline = views.live_timeline(active)
-        figures = stages.estimates(active.execution, await priors.of_job(run.job_id, run.id))
+        timeline = active.timeline()
+        figures = active.estimates(await priors.of_job(run.job_id, run.id))
     elif run.state in ("queued",):
         timeline = views.Timeline(rows=[], seconds=0.0)
     else:

@@ -207,9 +207,9 @@ def _layout(spans: list[_Span], adapters: dict[str, str]) -> Timeline:
     )
 
 
-def live_timeline(active, clock: float | None = None) -> Timeline:
-    """The timeline of a running run: finished attempts so far, and the tasks running now up to ``clock``."""
-    execution = active.execution
+def live_timeline(execution, adapters: dict[str, str], clock: float | None = None) -> Timeline:
+    """The timeline of a running run: finished attempts so far, and the tasks running now up to
+    ``clock``; ``adapters`` names each worker's WebGPU adapter."""
     clock = time.monotonic() if clock is None else clock
     spans = [
         _Span(
@@ -245,7 +245,7 @@ def live_timeline(active, clock: float | None = None) -> Timeline:
                     execution.kind(task.stage),
                 )
             )
-    return _layout(spans, active.adapters)
+    return _layout(spans, adapters)
 
 
 def finished_timeline(tasks: list[TaskInfo], spec: JobSpec) -> Timeline:

@@ -3,8 +3,8 @@ accounts. Counters (tasks, failures, bytes moved, TURN) are kept where the event
 
 from __future__ import annotations
 
-import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from prometheus_client import Gauge
 
@@ -12,8 +12,10 @@ from appliance import __version__
 from appliance.accounts import users
 from appliance.fleet.registry import Fleet
 from appliance.jobs import service as jobs
-from appliance.jobs.coordinator import Coordinator
 from appliance.pmrfs import namenode
+
+if TYPE_CHECKING:
+    from appliance.jobs.engine.coordinator import Coordinator
 
 BUILD_INFO = Gauge("peermr_build_info", "Appliance version", ["version"])
 ACCOUNTS = Gauge("peermr_accounts", "Active accounts by role", ["role"])
@@ -38,10 +40,9 @@ async def refresh(fleet: Fleet, coordinator: Coordinator) -> None:
     for labels, count in counts.items():
         WORKERS.labels(*labels).set(count)
     WORKER_CAPACITY.set(sum(w.capabilities.capacity or 1 for w in fleet.workers.values()))
-    queue = coordinator.queue
-    QUEUE_DEPTH.set(len(queue))
-    oldest = min((q.queued_at.timestamp() for q in queue), default=None)
-    QUEUE_OLDEST.set(0 if oldest is None else max(0.0, time.time() - oldest))
+    ages = coordinator.read.queue_ages()
+    QUEUE_DEPTH.set(len(ages))
+    QUEUE_OLDEST.set(max(ages, default=0.0))
     RUNS.clear()
     for state, count in (await jobs.runs_by_state()).items():
         RUNS.labels(state).set(count)

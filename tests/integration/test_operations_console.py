@@ -215,6 +215,13 @@ async def test_a_stage_page_shows_every_task_the_spread_and_the_task_that_stands
             r'<tr data-rank="2" data-state="running">.*?</tr>', people["carol"].get(stage_url).text, re.S
         )
         assert running and '<td class="num">400</td>' in running.group(0)
+        # Its latest moves say what caused each: a round started the tasks, a worker's task-done ended them.
+        moves = re.search(
+            r'<table class="table" id="stage-moves">.*?</table>', people["carol"].get(stage_url).text, re.S
+        )
+        moves = [text_of(row) for row in re.findall(r"<tr data-task=.*?</tr>", moves.group(0), re.S)]
+        assert sum("running → done finish TaskDone:" in m for m in moves) == 2
+        assert sum("waiting → staging start round#" in m for m in moves) == 3
         # The Workers view says which run and rank each worker holds; another coordinator sees that
         # it holds a rank, not whose run.
         straggler = next(w for w in workers if any(task_key(t) == (0, 2) for t in w.tasks))

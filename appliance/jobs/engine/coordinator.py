@@ -1,0 +1,278 @@
+"""The coordinator: it wires the engine's rooms together and drives them, one scheduling round at
+a time (woken by the fleet's events, at least every TICK_SECONDS), and routes the fleet's events to
+the room that owns them. The hot path (a task finishing, the next one starting) touches no database,
+so it keeps up with thousands of short tasks a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from appliance.cloud import service as cloud
+from appliance.config import Settings
+from appliance.events import EndCause, TaskMessage, WorkerJoined, WorkerLeft
+from appliance.fleet import protocol as p
+from appliance.fleet.registry import Fleet
+from appliance.jobs import scheduling_policy
+from appliance.jobs.engine.admission import Admission
+from appliance.jobs.engine.ending import Ending
+from appliance.jobs.engine.live import LiveRun, stage_name
+from appliance.jobs.engine.placement import Placement, Unbind
+from appliance.jobs.engine.read_model import ReadModel
+from appliance.jobs.engine.recovery import CHECKPOINT_SECONDS, Recovery
+from appliance.jobs.engine.reports import Reports
+from appliance.jobs.engine.shared import Shared
+from appliance.jobs.engine.speculation import Speculation
+from appliance.jobs.engine.staging import Staging
+from appliance.jobs.execution import TaskEvent
+from appliance.jobs.logs import RunLogs
+from appliance.jobs.peers import Peers
+from appliance.jobs.scheduling_policy import SchedulingPolicy
+from appliance.jobs.spec import JobSpec
+from appliance.pmrfs.blobstore import BlobStore
+from appliance.pmrfs.namenode import LiveHolders
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 1.0
+
+
+class Coordinator:
+    def __init__(
+        self,
+        fleet: Fleet,
+        settings: Settings,
+        store: BlobStore,
+        live: LiveHolders,
+        cloud_keys: cloud.CloudKeys,
+        logs: RunLogs,
+    ):
+        self.fleet = fleet
+        self.settings = settings
+        self.cloud_keys = cloud_keys
+        self.shared = shared = Shared(fleet, settings, logs, scheduling_policy.configured(settings))
+        self.peers = Peers(fleet, shared.spawn, settings.job_replacement_grace_seconds)
+        self.placement = Placement(shared, self.peers)
+        self.ending = Ending(shared, self.placement, self.peers, store, live)
+        self.staging = Staging(shared, self.placement, self.ending)
+        self.speculation = Speculation(shared, self.placement, self.staging, self.ending)
+        self.reports = Reports(shared, self.placement, self.staging, self.ending, self.peers)
+        self.admission = Admission(shared, self.placement, self.ending, cloud_keys)
+        self.recovery = Recovery(shared, self.placement, self.admission, self.ending)
+        self.read = ReadModel(shared, self.admission)
+        self.task: asyncio.Task | None = None
+
+    @property
+    def policy(self) -> SchedulingPolicy:
+        """The queue's and the stragglers' rules in force (Admin → Settings changes them while we run)."""
+        return self.shared.policy
+
+    @policy.setter
+    def policy(self, policy: SchedulingPolicy) -> None:
+        self.shared.policy = policy
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.shared.policy = await scheduling_policy.in_force(self.settings)
+        await self.recovery.recover()
+        self.task = asyncio.create_task(self._loop())
+        self.shared.spawn(self._checkpoint_loop())
+
+    async def stop(self) -> None:
+        if self.task:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        await self.shared.background.cancel()
+
+    async def drain(self, timeout: float) -> None:
+        await self.recovery.drain(timeout)
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_SECONDS)
+            await self.recovery.checkpoint()
+
+    # ------------------------------------------------------------ what the routes ask
+
+    def enqueue(self, run_id: int, owner_id: int, spec: JobSpec) -> None:
+        self.admission.enqueue(run_id, owner_id, spec)
+
+    def end_of(self, run_id: int) -> asyncio.Event:
+        return self.ending.end_of(run_id)
+
+    async def cancel(self, run_id: int) -> bool:
+        """Cancel a queued or running run; False when it is neither."""
+        if await self.admission.cancel(run_id):
+            return True
+        run = self.shared.active.get(run_id)
+        if run is None or run.ending:
+            return False
+        await self.ending.end(run, "cancelled", EndCause.CANCELLED, "cancelled by its coordinator")
+        return True
+
+    # ------------------------------------------------------------ fleet events
+
+    def worker_joined(self, event: WorkerJoined) -> None:
+        worker = event.worker
+        wanted: set[str] = set()
+        for run in self.shared.active.values():
+            if run.ending:
+                continue
+            run.execution.transitions.because(f"worker-joined:{worker.worker_id}")
+            # After a restart: a returning worker's blobs hold finished tasks' outputs.
+            for sha in event.blobs:
+                for output in run.durability.restored.get(sha, ()):
+                    output.holders.add(worker.worker_id)
+            recovering = run.durability.recovering_until and worker.worker_id in run.execution.workers()
+            if worker.worker_id in run.seats.away or recovering:
+                self.placement.rebind(run, worker)
+                wanted |= self._resume(run, worker.worker_id, set(event.tasks))
+            self.shared.deliver(run)
+        for task_id in set(event.tasks) - wanted:
+            # Its page still runs (or has the result of) an attempt nobody wants now: it drops it.
+            self.shared.send(worker, p.TaskCancel(task_id=task_id))
+        self.shared.wake.set()
+
+    def _resume(self, run: LiveRun, worker_id: str, held: set[str]) -> set[str]:
+        """A worker of the run is back: its attempts its page still has go on (their reports follow);
+        the others run again. Returns the ids that go on."""
+        going = set()
+        for attempt in [t for t in run.execution.active if t.worker_id == worker_id]:
+            if attempt.id in held and attempt.state == "running":
+                going.add(attempt.id)
+                self.shared.logs.add(run.run_id, f"worker {worker_id} is back: {run.where(attempt)} goes on there")
+            elif attempt.is_backup:
+                self.placement.drop_extra(run, attempt, TaskEvent.CANCEL, "its page no longer had it")
+            else:
+                run.execution.retry(attempt, TaskEvent.CANCEL, "its page no longer had it")
+        return going
+
+    def worker_left(self, event: WorkerLeft) -> None:
+        worker = event.worker
+        run = self.shared.active.get(worker.run_id) if worker.run_id is not None else None
+        if self.shared.draining:
+            return  # the appliance stops and closes every connection: the runs continue at the next start
+        if run is not None and not run.ending:
+            run.execution.transitions.because(f"worker-left:{worker.worker_id}")
+            holds_rank = run.execution.rank_of(worker.worker_id) is not None
+            running = [t for t in run.execution.active if t.worker_id == worker.worker_id and t.state == "running"]
+            if holds_rank and running:
+                # Its page runs on and reports when it reconnects; the rank waits for it a while.
+                run.seats.away[worker.worker_id] = time.monotonic()
+                self.shared.logs.add(
+                    run.run_id,
+                    f"worker {worker.worker_id} disconnected while running {run.where(running[0])}; "
+                    f"its rank waits up to {self.settings.job_reconnect_grace_seconds} s for it",
+                    level="warn",
+                )
+            else:
+                self.placement.unbind(run, worker.worker_id, Unbind.DISCONNECTED, "disconnected")
+            self.shared.deliver(run)
+        self.shared.wake.set()
+
+    def task_message(self, event: TaskMessage) -> None:
+        self.reports.task_message(event)
+
+    # ------------------------------------------------------------ the loop
+
+    async def _loop(self) -> None:
+        shared = self.shared
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(shared.wake.wait(), TICK_SECONDS)
+            shared.wake.clear()
+            try:
+                if not shared.draining:
+                    await self.admission.start_queued()
+                for run in list(shared.active.values()):
+                    await self._drive(run)
+            except Exception:
+                log.exception("scheduling round failed; retrying")
+
+    async def _drive(self, run: LiveRun) -> None:
+        """One round of a run: workers back or gone, vacancies, timeouts, the end, and the next tasks."""
+        if run.ending:
+            return
+        if run.broken:
+            await self.ending.end(run, "failed", EndCause.ENGINE_ERROR, f"the engine broke an invariant: {run.broken}")
+            return
+        clock = time.monotonic()
+        run.execution.transitions.because("round")
+        if run.durability.recovering_until and not self.recovery.recovered(run, clock):
+            return
+        self._give_up_on_away(run, clock)
+        self.placement.fill_vacancies(run)
+        if await self._out_of_time(run, clock):
+            return
+        self._time_out_idle(run, clock)
+        self.shared.deliver(run)
+        if run.execution.finished():
+            run.ending = True
+            self.shared.spawn(self.ending.succeed(run))
+            return
+        if self.shared.draining:
+            return  # stopping: the running tasks finish, nothing starts
+        for task in run.execution.ready():
+            run.execution.start(task)
+            self.shared.spawn(self.staging.launch(run, task))
+        await self.speculation.look(run, clock)
+        self.shared.deliver(run)
+
+    def _give_up_on_away(self, run: LiveRun, clock: float) -> None:
+        grace = self.settings.job_reconnect_grace_seconds
+        for worker_id, since in list(run.seats.away.items()):
+            if clock - since > grace:
+                del run.seats.away[worker_id]
+                self.placement.unbind(run, worker_id, Unbind.DISCONNECTED, "disconnected and did not come back")
+
+    async def _out_of_time(self, run: LiveRun, clock: float) -> bool:
+        """End the run when a rank stayed vacant past the replacement grace or a stage past its timeout."""
+        grace = self.settings.job_replacement_grace_seconds
+        for place, since in list(run.seats.vacant_since.items()):
+            if clock - since > grace:
+                cause, reason = self._vacancy_reason(run, *place)
+                await self.ending.end(run, "failed", cause, reason)
+                return True
+        overdue = run.execution.overdue_stage(clock)
+        if overdue is not None:
+            group, stage = overdue
+            reason = (
+                f"{stage_name(run.execution, stage)} of group {group} exceeded its timeout of "
+                f"{run.execution.stage_timeout(stage)} s"
+            )
+            await self.ending.end(run, "failed", EndCause.STAGE_TIMEOUT, reason)
+            return True
+        return False
+
+    def _vacancy_reason(self, run: LiveRun, group: str, rank: int) -> tuple[EndCause, str]:
+        grace = self.settings.job_replacement_grace_seconds
+        durability = run.durability
+        if (group, rank) not in durability.not_back:
+            cause, reason = EndCause.WORKER_LOST, f"rank {rank} of group {group} lost its worker"
+        else:
+            cause = EndCause.APPLIANCE_RESTART
+            reason = f"the worker of rank {rank} of group {group} did not come back after the appliance restarted"
+        reason += f" and no eligible worker became free within {grace} s"
+        if (group, rank) in durability.not_back and durability.lost_in_restart:
+            reason += f"; lost with the workers that did not come back: {durability.lost_in_restart}"
+        return cause, reason
+
+    def _time_out_idle(self, run: LiveRun, clock: float) -> None:
+        """Attempts past their worker timeout without an emit: a backup ends, a rank's worker is sent away."""
+        for task in run.execution.idle_too_long(clock):
+            if task.is_backup:
+                self.placement.drop_extra(run, task, TaskEvent.CANCEL, "past its worker timeout without an emit")
+                continue
+            self.shared.logs.add(
+                run.run_id,
+                f"worker {task.worker_id} ran {stage_name(run.execution, task.stage)} on rank {task.rank} of group "
+                f"{task.group} for {task.worker_timeout:.0f} s without an emit (its worker timeout); "
+                "another worker takes over its rank",
+                level="warn",
+            )
+            self.placement.unbind(run, task.worker_id or "", Unbind.TIMED_OUT, running=task)

@@ -1,0 +1,96 @@
+"""Speculation and validation: stalled and slow tasks get a backup attempt on a spare worker (the
+first of the two to finish wins), and a validated run's tasks get the replicas that must agree."""
+
+from __future__ import annotations
+
+from appliance.events import EndCause
+from appliance.fleet.registry import Worker
+from appliance.jobs.engine.ending import Ending
+from appliance.jobs.engine.live import LiveRun
+from appliance.jobs.engine.placement import Placement
+from appliance.jobs.engine.shared import Shared
+from appliance.jobs.engine.staging import Staging
+from appliance.jobs.execution import Task
+
+# Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
+# every scheduling round (thousands a second while short tasks finish).
+STRAGGLER_SCAN_SECONDS = 0.5
+
+
+class Speculation:
+    def __init__(self, shared: Shared, placement: Placement, staging: Staging, ending: Ending):
+        self.shared = shared
+        self.placement = placement
+        self.staging = staging
+        self.ending = ending
+
+    async def look(self, run: LiveRun, clock: float) -> None:
+        """Once per scheduling round of a run: stragglers (at most every STRAGGLER_SCAN_SECONDS) and replicas."""
+        if clock - run.scanned_at >= STRAGGLER_SCAN_SECONDS:
+            run.scanned_at = clock
+            self._mark_stalled(run, clock)
+            self._back_up(run, clock)
+        if run.execution.validation:
+            await self._replicate(run, clock)
+
+    def _mark_stalled(self, run: LiveRun, clock: float) -> None:
+        for task in run.execution.newly_stalled(self.shared.policy.stall_seconds, clock):
+            worker = self.shared.fleet.get(task.worker_id or "")
+            if worker is None or not worker.answers(clock):
+                continue  # a browser that does not answer either: its connection's silence limit deals with it
+            task.stalled = True
+            self.shared.logs.add(
+                run.run_id,
+                f"{run.where(task)} is stalled: no progress for {clock - task.progressed_at:.0f} s "
+                f"while worker {task.worker_id} still answers",
+                level="warn",
+            )
+
+    def _back_up(self, run: LiveRun, clock: float) -> None:
+        """Backup attempts of stalled and slow tasks (speculative execution), while spare workers last."""
+        execution = run.execution
+        for task, why in [(t, why) for t in list(execution.active) if (why := execution.speculable(t, clock))]:
+            helper = self.placement.extra_worker(run, task)
+            if helper is None:
+                return
+            self._start_extra(
+                run,
+                execution.backup(task, helper.worker_id, clock),
+                helper,
+                f"{run.where(task)} on worker {task.worker_id} is {why}: "
+                f"a backup attempt starts on worker {helper.worker_id}",
+                level="warn",
+            )
+
+    async def _replicate(self, run: LiveRun, clock: float) -> None:
+        """Validation: start the replica attempts validated tasks need; end the run when a task's
+        attempts can never agree."""
+        execution = run.execution
+        for task in [t for t in execution.all_tasks() if t.state in ("staging", "running", "verifying")]:
+            for _ in range(execution.replicas_wanted(task)):
+                if not self._add_replica(run, task, clock):
+                    break
+            if (why := execution.disagreement(task)) is not None:
+                await self.ending.end(run, "failed", EndCause.VALIDATION_FAILED, f"{run.where(task)}: {why}")
+                return
+
+    def _add_replica(self, run: LiveRun, task: Task, clock: float) -> bool:
+        """One more attempt of a validated task, on a worker (of another account, when there is one)
+        that has not run it; False when there is no such worker."""
+        execution = run.execution
+        used = {task.worker_id} | {t.worker_id for t in execution.replicas.get(task, [])}
+        used |= {r.worker_id for r in execution.results.get(task, [])}
+        accounts = set() if run.spec.private_mode else {run.seats.accounts.get(w) for w in used}
+        worker = self.placement.extra_worker(run, task, avoid=used, other_accounts=accounts)
+        if worker is None:
+            return False
+        replica = execution.replica(task, worker.worker_id, clock)
+        note = f"{run.where(task)}: attempt {replica.attempt} on worker {worker.worker_id} (validation)"
+        self._start_extra(run, replica, worker, note)
+        return True
+
+    def _start_extra(self, run: LiveRun, attempt: Task, worker: Worker, note: str, level: str = "info") -> None:
+        """A worker takes an extra attempt (backup or replica) of the run, and it starts."""
+        self.placement.bind_extra(run, worker)
+        self.shared.logs.add(run.run_id, note, level=level)
+        self.shared.spawn(self.staging.launch(run, attempt))

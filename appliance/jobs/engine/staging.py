@@ -1,0 +1,309 @@
+"""Staging: a task's inputs copied to its worker before its task-assign, the partitions of a done map
+prestaged to the reduces that read them, and a streaming reduce fed each map's pieces as they come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from appliance.cloud import service as cloud
+from appliance.events import EndCause
+from appliance.fleet import protocol as p
+from appliance.fleet.registry import Worker, copy_timeout
+from appliance.fleet.transfers import TransferTag
+from appliance.jobs.engine.ending import Ending
+from appliance.jobs.engine.live import LiveRun
+from appliance.jobs.engine.placement import Placement, Unbind
+from appliance.jobs.engine.shared import Shared
+from appliance.jobs.execution import INPUT_STAGE, Output, Task, TaskEvent
+
+MAX_PARALLEL_COPIES = 8
+
+
+def stalled_on(run: LiveRun, task: Task) -> str:
+    return f"it made no progress on {run.where(task)} while it answered pings"
+
+
+def partition_problem(run: LiveRun, task: Task, partition: int) -> str | None:
+    """What is wrong with a partition a task names (in an output or a task-put-url), or None."""
+    if run.execution.partitioning(task.stage) == "rank" and partition != task.rank:
+        return f"partition {partition} from rank {task.rank} of a stage partitioned by rank"
+    if partition >= run.execution.worker_count:
+        return f"partition {partition} of {run.execution.worker_count}"
+    return None
+
+
+class Staging:
+    def __init__(self, shared: Shared, placement: Placement, ending: Ending):
+        self.shared = shared
+        self.fleet = shared.fleet
+        self.placement = placement
+        self.ending = ending
+
+    def _forget_gone_holders(self, inputs: list[Output]) -> bool:
+        """Drop holders that are no longer connected; True when some input has none left."""
+        for output in inputs:
+            output.holders = {h for h in output.holders if self.fleet.get(h) is not None}
+        return any(not o.holders for o in inputs)
+
+    def _input_lost(self, run: LiveRun) -> None:
+        again = run.execution.recompute_lost()
+        self.shared.logs.add(
+            run.run_id, f"an input was lost with its worker; {len(again)} task(s) run again", level="warn"
+        )
+        self.shared.wake.set()
+
+    # ------------------------------------------------------------ a task's start
+
+    async def launch(self, run: LiveRun, task: Task) -> None:
+        """Copy the task's inputs to its worker, then send it its task-assign."""
+        if run.execution.waiting_for_input(task):
+            await self._stream(run, task)
+            return
+        worker = self.fleet.get(task.worker_id or "")
+        if worker is None:
+            return
+        inputs = run.execution.inputs(task)
+        if run.storage is not None:
+            described = [{"url": cloud.presign_get(run.storage, o.location)} for o in inputs]
+        elif (described := await self._staged(run, task, worker, inputs)) is None:
+            return
+        run.execution.transitions.because(f"staged:{task.id}")
+        run.execution.running(task)
+        if not task.is_backup:
+            run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
+        with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
+            await worker.send(self.assignment(run, task, described))
+
+    async def _staged(self, run: LiveRun, task: Task, worker: Worker, inputs: list[Output]) -> list[dict] | None:
+        """PMRFS inputs copied to the worker: how the task-assign names them, or None when the task
+        does not start now (an input was lost, a copy failed, or it was sent back meanwhile)."""
+        attempt = task.attempt
+        if self._forget_gone_holders(inputs):
+            if task.is_backup:
+                self.placement.drop_extra(run, task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
+                return None
+            # An input's last holder left before it could be copied: recompute it, then start again.
+            run.execution.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
+            self._input_lost(run)
+            return None
+        missing = any(task.worker_id not in o.holders for o in inputs)
+        error = await self.copy(run, worker, inputs) if missing else None
+        run.execution.transitions.because(f"copied:{task.id}")
+        if error is not None and await self.copy_failed(run, worker, error):
+            return None
+        if task.attempt != attempt or task.state != "staging":
+            # Sent back meanwhile (its worker blamed or lost, an input computed again): it starts
+            # again later; a backup's helper is free.
+            if task.is_backup:
+                self.placement.unbind(run, task.worker_id or "", Unbind.EXTRA_ENDED)
+            return None
+        if error is not None:
+            self._copy_error(run, task, error)
+            return None
+        return [{"sha256": o.location, "size": o.size} for o in inputs]
+
+    def _copy_error(self, run: LiveRun, task: Task, error: str) -> None:
+        if not task.is_backup:
+            run.execution.retry(task, TaskEvent.FAIL, error)
+            self.shared.wake.set()
+            return
+        self.placement.drop_extra(run, task, TaskEvent.FAIL, f"could not move an input to its worker: {error}")
+        if task.primary.stalled and task.primary.state == "running":
+            # What a stalled task's backup cannot copy is likely on the stalled browser itself:
+            # take it off the run, so what only it holds is computed again elsewhere.
+            stalled = task.primary
+            why = stalled_on(run, stalled)
+            self.placement.unbind(run, stalled.worker_id or "", Unbind.HUNG, why, running=stalled)
+
+    async def copy_failed(self, run: LiveRun, worker: Worker, error: str) -> bool:
+        """An input could not be copied to ``worker``: note it, take off the workers the run's failed
+        copies point at; True when there were too many and the run ended."""
+        self.shared.logs.add(run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn")
+        failures = run.transfers.copy_failures
+        blamed = failures.to_blame()
+        if failures.limit_reached():
+            reason = f"inputs could not be moved between workers: {error}"
+            await self.ending.end(run, "failed", EndCause.TRANSFER_FAILED, reason)
+            return True
+        for culprit, why in blamed.items():
+            running = next((t for t in run.execution.active if t.worker_id == culprit), None)
+            self.placement.unbind(run, culprit, Unbind.BLAMED, why, running)
+        return False
+
+    def assignment(self, run: LiveRun, task: Task, described: list[dict], awaiting: list[int] = ()) -> p.TaskAssign:
+        stage, execution = task.stage, run.execution
+        return p.TaskAssign(
+            task_id=task.id,
+            run_id=run.run_id,
+            script=run.script_url,
+            warm=run.warm_url,
+            kind=execution.kind(stage),
+            stage=stage,
+            group=task.group,
+            rank=task.rank,
+            worker_count=execution.worker_count,
+            partitioning=execution.partitioning(stage),
+            input_content_type=execution.wire_type(stage - 1) if stage != INPUT_STAGE else "application/json",
+            output_content_type=execution.wire_type(stage),
+            combine=stage < execution.last_stage and run.spec.stages[stage + 1].combine,
+            prepare_next=stage < execution.last_stage and not task.is_backup,
+            inputs=described,
+            wasm={w.name: w.url for w in run.spec.wasm_binaries},
+            storage="pmrfs" if run.storage is None else "s3",
+            worker_timeout=task.worker_timeout,
+            fetch_origins=run.origins,
+            seed=run.spec.seed or 0,
+            staleness=run.spec.staleness or 0,
+            epoch=run.talk.epochs.get(task.group, 0),
+            awaiting=list(awaiting),
+        )
+
+    # ------------------------------------------------------------ a streaming reduce
+
+    async def _stream(self, run: LiveRun, task: Task) -> None:
+        """A reduce whose rank's map is done starts while other maps still run: its task-assign names
+        the pieces its worker holds now, and _feed sends each other producer's pieces once that
+        producer is done and they are copied, so the page decodes them while the shuffle goes on."""
+        execution = run.execution
+        worker = self.fleet.get(task.worker_id or "")
+        if worker is None:
+            return
+        described = []
+        for producer in execution.producers(task):
+            pieces = execution.pieces(task, producer)
+            if producer.state == "done" and all(worker.worker_id in o.holders for o in pieces):
+                described += [{"sha256": o.location, "size": o.size, "producer": producer.rank} for o in pieces]
+                execution.fed(task, producer.rank)
+        if not task.awaiting:
+            execution.running(task)  # every map finished in the meantime
+        run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
+        try:
+            await worker.send(self.assignment(run, task, described, sorted(task.awaiting)))
+        except Exception:
+            return  # the socket closed; worker_left reschedules the task
+        run.transfers.streams.add(task.id)
+        for producer in execution.producers(task):
+            if producer.state == "done":
+                self.shared.spawn(self._feed(run, task, producer))
+
+    def feed_consumers(self, run: LiveRun, producer: Task) -> None:
+        """A map is done: the streaming reduces waiting for it get its pieces."""
+        execution = run.execution
+        if execution.partitioning(producer.stage) != "hash":
+            return
+        for rank in range(execution.worker_count):
+            consumer = execution.task(producer.group, producer.stage + 1, rank)
+            if consumer.id in run.transfers.streams:
+                self.shared.spawn(self._feed(run, consumer, producer))
+
+    async def _feed(self, run: LiveRun, task: Task, producer: Task) -> None:
+        """Copy a done producer's pieces to a streaming reduce's worker (unless there already or on
+        their way, prestage), then tell its page (task-input). A copy that fails sends the reduce
+        back to wait, as a failed copy before a task-assign would."""
+        key = (task.id, producer.rank)
+        worker = self.fleet.get(task.worker_id or "")
+        if key in run.transfers.feeding or worker is None or producer.rank not in task.awaiting:
+            return
+        execution, attempt, outputs = run.execution, task.attempt, producer.outputs
+        run.transfers.feeding.add(key)
+        try:
+            pieces = execution.pieces(task, producer)
+            if self._forget_gone_holders(pieces):
+                self._input_lost(run)  # the map runs again; its pieces come when it is done
+                return
+            error = await self.copy(run, worker, pieces)
+            execution.transitions.because(f"fed:{task.id}")
+            if task.attempt != attempt or not execution.waiting_for_input(task) or producer.outputs is not outputs:
+                return  # sent back meanwhile, or the map ran again (its new pieces come when it is done)
+            if error is not None:
+                if not await self.copy_failed(run, worker, error) and task.attempt == attempt:
+                    execution.retry(task, TaskEvent.FAIL, error)
+                    self.shared.wake.set()
+                return
+            if execution.fed(task, producer.rank):
+                execution.running(task)
+            described = [{"sha256": o.location, "size": o.size} for o in pieces]
+            with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
+                await worker.send(p.TaskInput(task_id=task.id, producer=producer.rank, inputs=described))
+        finally:
+            run.transfers.feeding.discard(key)
+
+    # ------------------------------------------------------------ copies
+
+    def prestage(self, run: LiveRun, task: Task) -> None:
+        """A task whose output feeds a reduce is done: copy each of its partitions now to the worker of
+        the rank that reads it, while the stage's other tasks still run, so the shuffle overlaps the
+        stage and the reduce starts with most of its input in place. Best effort: a copy that fails
+        here is made (and blamed) by the reduce's own staging."""
+        execution = run.execution
+        if run.storage is not None or self.shared.draining or execution.partitioning(task.stage) != "hash":
+            return
+        ranks = execution.groups[task.group].ranks
+        prestaging = run.transfers.prestaging
+        for output in task.outputs:
+            target = self.fleet.get(ranks[output.partition] or "")
+            key = (output.location, target.worker_id if target is not None else "")
+            if target is None or target.worker_id in output.holders or key in prestaging:
+                continue
+            prestaging[key] = self.shared.spawn(self._prestage_copy(run, output, target, key))
+
+    async def _prestage_copy(self, run: LiveRun, output: Output, target: Worker, key: tuple[str, str]) -> None:
+        try:
+            for holder in sorted(output.holders):
+                source = self.fleet.get(holder)
+                if source is None:
+                    continue
+                tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)
+                timeout = copy_timeout(output.size)
+                if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
+                    # Unless the target left the run meanwhile (lineage forgot it as a holder).
+                    if self.fleet.get(target.worker_id) is target and target.worker_id not in run.seats.excluded:
+                        output.holders.add(target.worker_id)
+                    return
+        finally:
+            run.transfers.prestaging.pop(key, None)
+
+    async def copy(self, run: LiveRun, target: Worker, inputs: list[Output]) -> str | None:
+        """Copy the inputs the target does not hold from a worker that does; None when all arrived,
+        otherwise what went wrong."""
+        limit = asyncio.Semaphore(MAX_PARALLEL_COPIES)
+        tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
+
+        async def fetch(output: Output) -> str | None:
+            if (early := run.transfers.prestaging.get((output.location, target.worker_id))) is not None:
+                await asyncio.wait([early])  # already on its way (prestage); it may fail, then we copy
+                if target.worker_id in output.holders:
+                    return None
+            async with limit:
+                holders = [h for h in sorted(output.holders) if self.fleet.get(h) is not None]
+                for holder in holders:
+                    source = self.fleet.get(holder)
+                    if source is None:
+                        continue
+                    timeout = copy_timeout(output.size)
+                    if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
+                        output.holders.add(target.worker_id)
+                        return None
+                    run.transfers.copy_failures.record(holder, target.worker_id)
+                return f"blob {output.location} could not be copied from {', '.join(holders) or 'any worker'}"
+
+        missing = [o for o in inputs if target.worker_id not in o.holders]
+        errors = [e for e in await asyncio.gather(*(fetch(o) for o in missing)) if e is not None]
+        return errors[0] if errors else None
+
+    async def put_url(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskPutUrl) -> None:
+        """A presigned URL for one object of the task's output (s3 storage), under the task's prefix."""
+        if run.storage is None:
+            error = "this run stores its data in PMRFS"
+        else:
+            error = partition_problem(run, task, message.partition)
+        if error:
+            await worker.send(p.TaskPutUrlReply(reply_to=message.id, error=error))
+            return
+        seq = run.transfers.put_keys.get(task.id, 0)
+        run.transfers.put_keys[task.id] = seq + 1
+        key = f"{run.task_prefix(task)}/part-{message.partition:05d}-{seq:05d}"
+        url = cloud.presign_put(run.storage, key)
+        await worker.send(p.TaskPutUrlReply(reply_to=message.id, url=url, key=key))

@@ -1,0 +1,52 @@
+"""What must hold of a run's execution between any two steps of the engine. With the
+``engine_checks`` setting (the test suite turns it on) the engine checks them after every step, so a
+step that breaks one fails where it happened instead of as a hung or wrong run later."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from appliance.jobs.execution import RunExecution
+
+
+class InvariantBroken(AssertionError):
+    """A step of the engine left a run's execution in a state it can never be in."""
+
+
+def check(execution: RunExecution) -> None:
+    if problems := list(_problems(execution)):
+        raise InvariantBroken(f"run {execution.run_id}: " + "; ".join(problems))
+
+
+def _problems(execution: RunExecution) -> Iterator[str]:
+    extra = execution.all_extra_attempts()
+    under_way = {t for t in execution.all_tasks() if t.state in ("staging", "running")}
+    if execution.active != under_way | set(extra):
+        yield "the active set is not the attempts staging or running"
+    for attempt in execution.active:
+        if not attempt.worker_id:
+            yield f"attempt {attempt.id} is {attempt.state} on no worker"
+    for task in execution.all_tasks():
+        if task.state == "waiting" and (task.worker_id is not None or task.outputs):
+            yield f"task {task.id} waits but keeps a worker or outputs"
+    for primary, backup in execution.backups.items():
+        if backup.primary is not primary or primary.state not in ("staging", "running"):
+            yield f"backup {backup.id} races a task that is {primary.state}"
+    busy = Counter(t.worker_id for t in execution.active if not execution.waiting_for_input(t))
+    if doubled := sorted(w for w, n in busy.items() if n > 1):
+        yield f"workers {', '.join(doubled)} run two attempts at once"
+    holders = Counter(w for group in execution.groups.values() for w in group.ranks if w is not None)
+    if twice := sorted(w for w, n in holders.items() if n > 1):
+        yield f"workers {', '.join(twice)} hold two ranks"
+    yield from _counts(execution)
+
+
+def _counts(execution: RunExecution) -> Iterator[str]:
+    for group in execution.groups.values():
+        done = Counter(stage for (stage, _), t in group.tasks.items() if t.state == "done")
+        for stage, count in group.stage_done.items():
+            if done[stage] != count:
+                yield f"group {group.letter} counts {count} done tasks in stage {stage}, not {done[stage]}"
+        if not group.open_stages <= set(group.stage_started):
+            yield f"group {group.letter} has an open stage that never started"
