@@ -4,6 +4,7 @@ import {BlobStore} from './blobstore.js';
 import {Courtesy} from './courtesy.js';
 import {DataNode} from './datanode.js';
 import {Peers, decodeFrame, encodeFrame} from './peers.js';
+import {SOCKET_MESSAGES} from './protocol.js';
 import {CREDENTIALLESS} from './sandboxes.js';
 import {TaskRunner} from './tasks.js';
 
@@ -11,6 +12,7 @@ const ID_KEY = 'peermr-worker-id';
 // The appliance's close when the session this tab connected with ended (revoked, disabled, signed out).
 const CLOSE_SESSION_ENDED = 4003;
 const $ = id => document.getElementById(id);
+const CAPABILITIES = SOCKET_MESSAGES.workerToAppliance.hello.capabilities.fields;
 
 function newWorkerId() {
   const id = crypto.randomUUID();
@@ -102,7 +104,7 @@ async function capabilities() {
   return {
     cores: navigator.hardwareConcurrency || 1,
     memoryGib: navigator.deviceMemory ?? null,
-    userAgent: navigator.userAgent.slice(0, 512),
+    userAgent: navigator.userAgent.slice(0, CAPABILITIES.userAgent.maxLength),
     gpu: await gpuCapabilities(),
     visibility: document.visibilityState === 'hidden' ? 'hidden' : 'visible',
     storageQuota: Math.floor(estimate.quota || 0),

@@ -10,29 +10,35 @@
 // the pieces of each of those maps in a task-input once they are in the store, and passes them on.
 // The sandbox's peer messages and parameter-server requests, once checked here (job code sends
 // them), go to static/worker/peers.js.
+import {MAX_DIRECT_BYTES, MAX_LOG_LINES, MAX_MESSAGE_BYTES, SANDBOX_MESSAGES, SOCKET_MESSAGES} from './protocol.js';
 import {Sandboxes} from './sandboxes.js';
 import {sha256Hex} from './sha256.js';
 
-const MAX_TEXT = 2000;
-const MAX_STACK = 8000;
-const MAX_MESSAGE = 1024 * 1024;       // a WebSocket message to the appliance
-const MAX_HELD = 64;                   // task ids a hello may name (tasks run on while disconnected)
-const MAX_OUTPUTS = 4096;              // output blobs the appliance accepts in one task-done
-const LOG_BATCH = 100;                 // lines per task-log
+// The limits of what this relays, as the appliance holds its messages to them (static/worker/protocol.js).
+const TO_APPLIANCE = SOCKET_MESSAGES.workerToAppliance;
+const FROM_SANDBOX = SANDBOX_MESSAGES.sandboxToPage;
+const MAX_ERROR = TO_APPLIANCE['task-failed'].error.maxLength;
+const MAX_STACK = TO_APPLIANCE['task-failed'].stack.maxLength;
+const MAX_HELD = TO_APPLIANCE.hello.tasks.maxLength;             // task ids a hello may name (tasks run on while disconnected)
+const MAX_OUTPUTS = TO_APPLIANCE['task-done'].outputs.maxLength;  // output blobs the appliance accepts in one task-done
+const LOG_BATCH = TO_APPLIANCE['task-log'].lines.maxLength;       // lines per task-log
+const LOG_LINE = TO_APPLIANCE['task-log'].lines.items.fields;
+const LEVELS = new Set(LOG_LINE.level.values);
+const TAG = FROM_SANDBOX['peer-send'].tag;  // of a peer message
+const PS = FROM_SANDBOX.ps;
+const PS_UPDATES = PS.fn.values;
+// Bytes per element of each dtype, which names its bit width.
+const DTYPE_BYTES = Object.fromEntries(PS.dtype.values.map(dtype => [dtype, Number(dtype.replace(/\D/g, '')) / 8]));
 const LOG_BATCH_BYTES = 900 * 1024;    // and bytes (bounded from above) per task-log
 const LOG_DELAY_MS = 200;              // a line waits at most this long for others to join it
-const MAX_LOG_LINES = 10000;           // per task; the rest are dropped, with a note
 const PROGRESS_MS = 500;               // task-progress at most twice a second
-const LEVELS = new Set(['info', 'warn', 'error']);
-const MAX_NAME = 200;                  // peer message tags and parameter keys
-const MAX_DIRECT = 256 * 1024 * 1024;  // a direct message (what a receiving page keeps)
-const MAX_PS_VALUE = 64 * 1024 * 1024;
-const DTYPE_BYTES = {float32: 4, float64: 8, int8: 1, int16: 2, int32: 4, uint8: 1, uint16: 2, uint32: 4};
 const SPARE_IDLE_MS = 30_000;          // a run's idle sandbox not taken by then is stopped
-const PS_UPDATES = ['add', 'max', 'min', 'mul', 'replace'];
 
 const isCount = n => Number.isSafeInteger(n) && n >= 0;
-const isName = s => typeof s === 'string' && s.length >= 1 && s.length <= MAX_NAME;
+// A string within a field's lengths, and what it should have been.
+const fits = (s, field) => typeof s === 'string' && s.length >= field.minLength && s.length <= field.maxLength;
+const lengths = field => `a string of ${field.minLength} to ${field.maxLength} characters`;
+const mib = bytes => `${bytes / 2 ** 20} MiB`;
 
 // What is wrong with a peer or parameter-server request of the sandbox, or ''.
 function peerRequestProblem(spec, m) {
@@ -40,12 +46,12 @@ function peerRequestProblem(spec, m) {
   if (m.type === 'ps') {
     if (m.op === 'clock') return '';
     if (!['read', 'write', 'update'].includes(m.op)) return `unknown op ${JSON.stringify(m.op)}`;
-    if (!isName(m.key)) return `the key is not a string of 1 to ${MAX_NAME} characters`;
+    if (!fits(m.key, PS.key)) return `the key is not ${lengths(PS.key)}`;
     if (m.op === 'read') return '';
     if (!Object.hasOwn(DTYPE_BYTES, m.dtype) || !(m.data instanceof ArrayBuffer) || m.data.byteLength % DTYPE_BYTES[m.dtype]) {
       return 'no value of a known dtype';
     }
-    if (m.data.byteLength > MAX_PS_VALUE) return 'a value over 64 MiB';
+    if (m.data.byteLength > PS.data.maxLength) return `a value over ${mib(PS.data.maxLength)}`;
     if (m.op === 'update' && !PS_UPDATES.includes(m.fn)) return `unknown update ${JSON.stringify(m.fn)}`;
     if (m.op === 'write' && m.version !== undefined && !isCount(m.version)) return 'the version is not a count';
     return '';
@@ -53,13 +59,13 @@ function peerRequestProblem(spec, m) {
   if (!(Number.isInteger(m.rank) && m.rank >= 0 && m.rank < spec.workerCount && m.rank !== spec.rank)) {
     return `${m.rank} is not another rank of this stage`;
   }
-  if (!isName(m.tag)) return `the tag is not a string of 1 to ${MAX_NAME} characters`;
+  if (!fits(m.tag, TAG)) return `the tag is not ${lengths(TAG)}`;
   const s3 = spec.storage === 's3';
   if (m.type === 'peer-put-url' && !s3) return 'upload URLs are for s3 runs';
   if (m.type !== 'peer-send') return '';
   if (m.direct === true || !s3) {
     if (!(m.data instanceof ArrayBuffer)) return 'no data';
-    if (m.direct === true && m.data.byteLength > MAX_DIRECT) return 'a direct message over 256 MiB';
+    if (m.direct === true && m.data.byteLength > MAX_DIRECT_BYTES) return `a direct message over ${mib(MAX_DIRECT_BYTES)}`;
   } else if (!(typeof m.key === 'string' && isCount(m.size))) {
     return 'no key and size of the uploaded message';
   }
@@ -361,7 +367,7 @@ export class TaskRunner {
         type: 'task-done', taskId: task.id, outputs: task.outputs,
         emits: isCount(m.emits) ? m.emits : 0, cpuMs: isCount(m.cpuMs) ? m.cpuMs : 0,
       };
-      if (JSON.stringify(message).length > MAX_MESSAGE) {
+      if (JSON.stringify(message).length > MAX_MESSAGE_BYTES) {
         this.fail(task, `too many output blobs (${task.outputs.length}) to report in one message: flush less often`);
         return;
       }
@@ -377,7 +383,7 @@ export class TaskRunner {
     if (task.ended) return;
     this.flushLogs(task);
     this.peers?.flushBytes(task.spec.runId);
-    const failed = {type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_TEXT), stack: stack.slice(0, MAX_STACK)};
+    const failed = {type: 'task-failed', taskId: task.id, error: error.slice(0, MAX_ERROR), stack: stack.slice(0, MAX_STACK)};
     this.report({...failed, ...signal});
     this.end(task);
   }
@@ -421,7 +427,7 @@ export class TaskRunner {
     const line = {
       at: Number.isFinite(m.at) ? m.at : Date.now(),
       level: LEVELS.has(m.level) ? m.level : 'info',
-      text: String(m.text).slice(0, MAX_TEXT),
+      text: String(m.text).slice(0, LOG_LINE.text.maxLength),
     };
     const bytes = 3 * JSON.stringify(line).length;  // UTF-8 takes at most 3 bytes per UTF-16 unit
     if (task.logBytes + bytes > LOG_BATCH_BYTES) this.flushLogs(task);
