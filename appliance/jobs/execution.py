@@ -13,7 +13,6 @@ task r reads only task r's output, so it can start as soon as that one task is d
 
 from __future__ import annotations
 
-import re
 import string
 import time
 from dataclasses import dataclass, field
@@ -36,12 +35,6 @@ SHUFFLE_TYPE = "application/x-peermr-shuffle"
 # The input function's timeout (a job's stages carry their own).
 INPUT_TIMEOUT_SECONDS = 3600
 GROUP_LETTERS = string.ascii_uppercase
-
-# A stage whose code talks to other ranks or the parameter server is never speculated: two attempts
-# of one rank would both take part. (At run time a backup that tries is refused as well.)
-_TALKS_TO_RANKS = re.compile(
-    r"\b(sendToRank|receiveFromRank|allReduce|allGather|broadcast|barrier)\b|\.\s*ps\s*\.|\bps\s*\.\s*(read|write|update|clock|register)\b"
-)
 
 
 def stage_label(stage: int) -> str:
@@ -184,8 +177,11 @@ class RunExecution(Stragglers, Agreement):
         self.active: set[Task] = set()  # staging or running, backups included
         # Task -> its backup attempt on another worker (speculative execution), while both run.
         self.backups: dict[Task, Task] = {}
-        talking = {stage for stage, s in enumerate(spec.stages) if _TALKS_TO_RANKS.search(s.source)}
-        self.talking = frozenset(talking)  # stages that message other ranks or use the parameter server
+        # Stages that message other ranks or use the parameter server (as the spec extraction found):
+        # never speculated nor validated, since two attempts of one rank would both take part (a
+        # backup that tries anyway is refused at run time as well).
+        talking = {stage for stage, s in enumerate(spec.stages) if s.talks_to_ranks}
+        self.talking = frozenset(talking)
         # Counts state changes, so a checkpoint is written only when something changed (checkpoints.py).
         self.changes = 0
         # Validation (execution.validation = {replicas}): every task of the other stages runs on that

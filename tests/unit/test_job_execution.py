@@ -99,7 +99,7 @@ def test_a_reduce_waits_for_every_producer_when_attempts_must_agree_or_it_talks_
     validated = spec("map", "reduce")
     validated.validation = Validation(replicas=2)
     talking = spec("map", "reduce")
-    talking.stages[1].source = "async function r(x) { await context.allReduce(1); }"
+    talking.stages[1] = StageSpec(kind="reduce", source="async function r(x) { await context.allReduce(1); }")
     for job in (validated, talking):
         run = RunExecution(1, job)
         assert not run._may_stream(run.task("A", 1, 0))
