@@ -21,6 +21,7 @@ from litestar.exceptions import WebSocketDisconnect
 
 from appliance.accounts.auth import WORKER_BROWSER, access, client_address
 from appliance.audit import service as audit
+from appliance.background import BackgroundTasks
 from appliance.events import (
     BlobsDropped,
     CandidatesAnnounced,
@@ -71,7 +72,7 @@ class Session:
         self.lock = asyncio.Lock()
         self.next_id = 0
         self.answers: dict[int, asyncio.Future[str]] = {}
-        self.probe_task: asyncio.Task | None = None
+        self.background = BackgroundTasks("worker connection")  # pings and the connectivity probe
 
     async def send(self, message: object) -> None:
         if isinstance(message, p.Frame):
@@ -107,7 +108,7 @@ class Session:
     async def run(self) -> None:
         opened = self.fleet.connections.setdefault(self.principal.credential_hash, set())
         opened.add(self)
-        pinger = asyncio.create_task(self._ping_forever())
+        self.background.every(PING_SECONDS, self._ping)
         try:
             while True:
                 timeout = HELLO_TIMEOUT if self.worker is None else None
@@ -136,9 +137,7 @@ class Session:
             opened.discard(self)
             if not opened:
                 self.fleet.connections.pop(self.principal.credential_hash, None)
-            pinger.cancel()
-            if self.probe_task:
-                self.probe_task.cancel()
+            await self.background.cancel()
             if self.worker is not None:
                 self.fleet.remove(self.worker)
                 events = self.fleet.events
@@ -288,7 +287,7 @@ class Session:
         )
         await self.fleet.events.publish(WorkerJoined(worker, message.blobs, tuple(message.tasks)))
         # After the welcome, so the page has its ICE servers before the offer arrives.
-        self.probe_task = asyncio.create_task(self._probe())
+        self.background.spawn(self._probe())
 
     async def _exchange(self, offer_sdp: str) -> str:
         self.next_id += 1
@@ -304,19 +303,17 @@ class Session:
             self.worker.probe_rtt_ms = rtt
             log.info("worker %s: %s%s", self.worker.worker_id, connectivity, f", {rtt:.1f} ms" if rtt else "")
 
-    async def _ping_forever(self) -> None:
-        while True:
-            await asyncio.sleep(PING_SECONDS)
-            if self.worker is None:
-                continue
-            if time.monotonic() - self.worker.last_seen > SILENCE_LIMIT:
-                await self.close(CLOSE_SILENT, "no answer to pings")
-                return
-            self.ping_id += 1
-            self.ping_sent = {k: v for k, v in self.ping_sent.items() if k > self.ping_id - 4}
-            self.ping_sent[self.ping_id] = time.monotonic()
-            with contextlib.suppress(Exception):
-                await self.send(p.Ping(id=self.ping_id))
+    async def _ping(self) -> None:
+        if self.worker is None:
+            return
+        if time.monotonic() - self.worker.last_seen > SILENCE_LIMIT:
+            await self.close(CLOSE_SILENT, "no answer to pings")  # run() ends, and stops the pings
+            return
+        self.ping_id += 1
+        self.ping_sent = {k: v for k, v in self.ping_sent.items() if k > self.ping_id - 4}
+        self.ping_sent[self.ping_id] = time.monotonic()
+        with contextlib.suppress(Exception):
+            await self.send(p.Ping(id=self.ping_id))
 
 
 # What a worker's message does once it has said hello, by the message's type.

@@ -7,12 +7,11 @@ that the coordinator notes once that the log was cut.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import logging
 from collections import Counter
 
+from appliance.background import BackgroundTasks
 from appliance.clock import now
 from appliance.jobs.tables import RunLog
 
@@ -27,16 +26,13 @@ class RunLogs:
     def __init__(self) -> None:
         self.pending: list[RunLog] = []
         self.counts: Counter[int] = Counter()
-        self.task: asyncio.Task | None = None
+        self.background = BackgroundTasks("run logs")
 
     def start(self) -> None:
-        self.task = asyncio.create_task(self._loop())
+        self.background.every(FLUSH_SECONDS, self.flush)
 
     async def stop(self) -> None:
-        if self.task:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        await self.background.cancel()
         await self.flush()
 
     def add(
@@ -77,8 +73,3 @@ class RunLogs:
                     await RunLog.insert(*rows[start : start + 500])
         except Exception:
             log.exception("could not write %d run log lines", len(rows))
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_SECONDS)
-            await self.flush()

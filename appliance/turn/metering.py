@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
-import logging
 import time
 from collections.abc import Callable, Iterable
 
@@ -17,8 +15,6 @@ from appliance.background import BackgroundTasks
 from appliance.clock import now
 from appliance.turn.allocation import Allocation
 from appliance.turn.tables import RelayUsage
-
-log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 30.0
 RELAYED = Counter("peermr_turn_relayed_bytes_total", "Payload bytes relayed by TURN", ["direction"])
@@ -39,32 +35,21 @@ class Meter:
     def __init__(self, allocations: Callable[[], Iterable[Allocation]]):
         self._allocations = allocations
         self._ended: list[Allocation] = []
-        self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self._flushes = BackgroundTasks("TURN meter")
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        # A failed flush keeps its counts for the next one (the database may be briefly unavailable).
+        self._flushes.every(FLUSH_INTERVAL, self.flush)
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
         await self._flushes.drain(5)
         await self.flush()
+        await self._flushes.cancel()
 
     def allocation_ended(self, allocation: Allocation) -> None:
         self._ended.append(allocation)
         self._flushes.spawn(self.flush())
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL)
-            try:
-                await self.flush()
-            except Exception:  # the database may be briefly unavailable: keep the counts, retry next time
-                log.exception("could not record TURN usage; will retry")
 
     async def flush(self) -> None:
         async with self._lock:

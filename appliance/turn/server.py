@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from appliance.background import BackgroundTasks
 from appliance.turn import stun
 from appliance.turn.allocation import DEFAULT_LIFETIME, MAX_LIFETIME, Allocation, FiveTuple, RelaySocket
 from appliance.turn.credentials import NonceBook, parse_username, password_for
@@ -104,7 +105,7 @@ class TurnServer:
         self.reservations: dict[bytes, tuple[socket.socket, str, int, float]] = {}
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.base_events.Server | None = None
-        self._sweeper: asyncio.Task | None = None
+        self._sweeps = BackgroundTasks("TURN server")
         # Each live five-tuple's sender, registered by the listeners.
         self._clients: dict[FiveTuple, Client] = {}
 
@@ -115,14 +116,11 @@ class TurnServer:
         self._udp, _ = await loop.create_datagram_endpoint(lambda: _UdpListener(self), local_addr=(host, port))
         _large_buffers(self._udp.get_extra_info("socket"))
         self._tcp = await loop.create_server(lambda: _TcpConnection(self), host, port)
-        self._sweeper = asyncio.create_task(self._sweep_forever())
+        self._sweeps.every(SWEEP_INTERVAL, self._sweep)
         log.info("TURN listening on %s:%d (UDP and TCP)", host, port)
 
     async def stop(self) -> None:
-        if self._sweeper:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+        await self._sweeps.cancel()
         for allocation in list(self.allocations.values()):
             self._end(allocation)
         self._expire_reservations(float("inf"))
@@ -132,16 +130,14 @@ class TurnServer:
             self._tcp.close()
             await self._tcp.wait_closed()
 
-    async def _sweep_forever(self) -> None:
-        while True:
-            await asyncio.sleep(SWEEP_INTERVAL)
-            now = time.monotonic()
-            self._expire_reservations(now)
-            for allocation in list(self.allocations.values()):
-                if allocation.expired(now):
-                    self._end(allocation)
-                else:
-                    allocation.sweep(now)
+    async def _sweep(self) -> None:
+        now = time.monotonic()
+        self._expire_reservations(now)
+        for allocation in list(self.allocations.values()):
+            if allocation.expired(now):
+                self._end(allocation)
+            else:
+                allocation.sweep(now)
 
     def _end(self, allocation: Allocation) -> None:
         if self.allocations.pop(allocation.five_tuple, None) is None:
