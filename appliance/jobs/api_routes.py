@@ -176,7 +176,13 @@ async def run_parameter(
     request: Request, run_id: FromPath[int], group: FromPath[str], key: FromPath[str], format: FromQuery[str] = "raw"
 ) -> Response:
     dtype, data = await parameters.parameter_value(Actor.of(request.user), run_id, group, key.lstrip("/"))
-    return parameters.download(run_id, group, key, dtype, data, format)
+    return parameter_download(dtype, parameters.value_file(run_id, group, key, dtype, data, format))
+
+
+def parameter_download(dtype: str, file: parameters.ValueFile) -> Response:
+    """A parameter-server value as an attachment, its dtype in X-PeerMR-Dtype (docs/protocol.md)."""
+    headers = {"X-PeerMR-Dtype": dtype, "Content-Disposition": f'attachment; filename="{file.filename}"'}
+    return Response(file.body, media_type=file.media_type, headers=headers)
 
 
 ROUTES = [

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import msgspec
 import numpy as np
-from litestar.response import Response
 
 from appliance.accounts.actor import Actor
 from appliance.errors import NotFound
@@ -83,14 +82,20 @@ async def parameter_value(actor: Actor, run_id: int, group: str, key: str) -> tu
     return row["dtype"], bytes(row["value"])
 
 
-def download(run_id: int, group: str, key: str, dtype: str, data: bytes, format: str) -> Response:
-    """The value as an attachment: its little-endian bytes, or a JSON array (``format=json``)."""
-    headers = {"X-PeerMR-Dtype": dtype}
-    # A key is job code's text: only plain characters reach the header, the rest become '_'.
+@dataclass(frozen=True)
+class ValueFile:
+    """A value as a file to download."""
+
+    body: bytes
+    media_type: str
+    filename: str
+
+
+def value_file(run_id: int, group: str, key: str, dtype: str, data: bytes, format: str) -> ValueFile:
+    """The value's little-endian bytes, or a JSON array (``format=json``), named after the run, group and key."""
+    # A key is job code's text: only plain characters reach the file name, the rest become '_'.
     name = re.sub(r"[^A-Za-z0-9._-]", "_", f"run-{run_id}-{group}-{key.strip('/')}")
     if format == "json":
-        headers["Content-Disposition"] = f'attachment; filename="{name}.json"'
         values = np.frombuffer(data, dtype=DTYPES[dtype]).tolist()
-        return Response(msgspec.json.encode(values), media_type="application/json", headers=headers)
-    headers["Content-Disposition"] = f'attachment; filename="{name}.{dtype}"'
-    return Response(data, media_type="application/octet-stream", headers=headers)
+        return ValueFile(msgspec.json.encode(values), "application/json", f"{name}.json")
+    return ValueFile(data, "application/octet-stream", f"{name}.{dtype}")

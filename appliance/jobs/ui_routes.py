@@ -26,7 +26,7 @@ from appliance.config import Settings
 from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.jobs import listing, parameters, priors, service, stages, views
 from appliance.jobs.access import coordinator_of
-from appliance.jobs.api_routes import appliance_origin
+from appliance.jobs.api_routes import appliance_origin, parameter_download
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
 from appliance.jobs.service import JobInfo, RunInfo
 from appliance.jobs.spec import ScriptError
@@ -554,7 +554,7 @@ async def download_parameter(
     request: Request, run_id: FromPath[int], group: FromPath[str], key: FromPath[str], format: FromQuery[str] = "raw"
 ) -> Response:
     dtype, data = await parameters.parameter_value(_actor(request), run_id, group, key.lstrip("/"))
-    return parameters.download(run_id, group, key, dtype, data, format)
+    return parameter_download(dtype, parameters.value_file(run_id, group, key, dtype, data, format))
 
 
 class CancelForm(msgspec.Struct):

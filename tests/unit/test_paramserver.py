@@ -7,7 +7,8 @@ import asyncio
 import numpy as np
 import pytest
 
-from appliance.jobs.parameters import download
+from appliance.jobs.api_routes import parameter_download
+from appliance.jobs.parameters import value_file
 from appliance.jobs.paramserver import ParameterError, ParameterServer
 
 
@@ -63,7 +64,8 @@ async def test_a_rank_that_ended_its_task_holds_nobody_back_and_a_replacement_re
 
 def test_a_downloaded_value_is_named_after_its_key_in_plain_characters_only():
     # A key is job code's text: a quote or a line break must not reach the response's headers.
-    response = download(7, "A", 'layer/"w"\r\nSet-Cookie: x=1', "float32", b"\0\0\x80?", "raw")
+    file = value_file(7, "A", 'layer/"w"\r\nSet-Cookie: x=1', "float32", b"\0\0\x80?", "raw")
+    response = parameter_download("float32", file)
     name = "run-7-A-layer__w___Set-Cookie__x_1.float32"
     assert response.headers["Content-Disposition"] == f'attachment; filename="{name}"'
     assert "Set-Cookie" not in {name.title() for name in response.headers}
