@@ -85,7 +85,7 @@ from appliance.scheduler import create_scheduler
 from appliance.secret_keys import load_or_create_secrets
 from appliance.turn import routes as turn_routes
 from appliance.turn.service import TurnService
-from appliance.web import ops, pages, settings_routes
+from appliance.web import moved_static, ops, pages, settings_routes
 from appliance.web.errors import EXCEPTION_HANDLERS
 from appliance.web.formatting import register_filters
 from appliance.web.json_bodies import BoundedJSONRequest
@@ -118,6 +118,7 @@ ROUTE_HANDLERS = [
     *billing_routes.ROUTES,
     *billing_ui_routes.ROUTES,
     *audit_routes.ROUTES,
+    *moved_static.ROUTES,
 ]
 
 

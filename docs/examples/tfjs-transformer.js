@@ -4,7 +4,7 @@
 // below for a larger model (with a GPU, set execution.gpu = true and use the 'webgpu' backend).
 const execution = new JobExecution('pmrfs');
 execution.workerCount = 4;
-execution.scripts = ['/static/vendor/tfjs/tf.min.js', '/static/vendor/tfjs/tf-data-parallel.js'];
+execution.scripts = ['/static/vendor/tfjs/tf.min.js', '/static/jobs/tf-data-parallel.js'];
 
 // Runs in one browser: a corpus as word ids (made up here; fetch a real one instead), one equal
 // part per rank.

@@ -1,6 +1,6 @@
 """TensorFlow.js trained across real Chromium workers without code changes.
 
-The appliance's add-on (static/vendor/tfjs/tf-data-parallel.js) makes `trainOnBatch(x, y, context)`
+The appliance's add-on (static/jobs/tf-data-parallel.js) makes `trainOnBatch(x, y, context)`
 and `fit(x, y, {context})` average the gradients of the stage's ranks at each step, and
 `context.assertReplicaIntegrity` checks that the ranks hold the same values. Four worker tabs hold
 the ranks. Each test asserts the backend it trained on: `cpu` where the job sets it, else TF.js's
@@ -21,7 +21,7 @@ from tests.e2e.test_peers_in_browsers import job
 
 pytestmark = pytest.mark.e2e
 
-SCRIPTS = "['/static/vendor/tfjs/tf.min.js', '/static/vendor/tfjs/tf-data-parallel.js']"
+SCRIPTS = "['/static/vendor/tfjs/tf.min.js', '/static/jobs/tf-data-parallel.js']"
 
 
 # Within pytest's 300 s per test (pyproject.toml), which also counts the module's setup for its first
@@ -182,7 +182,8 @@ INTEGRITY = """
 
 
 def test_assert_replica_integrity_raises_on_every_rank_when_one_rank_differs(api, workers):
-    # The add-on alone in the job's scripts: it loads tf.min.js itself.
+    # The add-on alone in the job's scripts: it loads tf.min.js itself. By its URL of before it left
+    # static/vendor/, as jobs written then name it: the sandboxes follow the redirect.
     script = job(4, INTEGRITY, scripts="['/static/vendor/tfjs/tf-data-parallel.js']")
     records = succeeded(api, save_and_run(api, "integrity", script))
     ranks = dict(records)

@@ -69,6 +69,8 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/schema/openapi.json"): ("/schema/openapi.json", {}, everyone(200)),
     ("GET", "/schema/{path:str}"): ("/schema/no-such-renderer", {}, everyone(404)),
     ("GET", "/static/{file_path:path}"): ("/static/css/app.css", {}, everyone(200)),
+    # A static file that moved: its old URL redirects for everyone, as the file is served to everyone.
+    ("GET", "/static/vendor/tfjs/tf-data-parallel.js"): ("/static/vendor/tfjs/tf-data-parallel.js", {}, everyone(301)),
     ("GET", "/"): ("/", {}, everyone(303)),
     ("GET", "/login"): ("/login", {}, {**everyone(303), "anon": 200, "enrolled": 200}),
     ("POST", "/login"): ("/login", {"email": "nobody@example.com", "password": "wrong-password"}, everyone(400)),
