@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from appliance.fleet.registry import Worker
     from appliance.fleet.transfers import Link, Transfer
-    from appliance.jobs.execution import Attempt
+    from appliance.jobs.execution import AttemptRecord
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class RunEnded(Event):
     owner: int
     state: str  # succeeded | failed | cancelled
     cause: EndCause
-    attempts: list[Attempt]  # every task attempt that finished or was abandoned
+    attempts: list[AttemptRecord]  # every task attempt that finished or was abandoned
     accounts: Mapping[str, int]  # worker id -> account, of every worker that held a rank
     taken_off: frozenset[str]  # workers the coordinator sent away (timed out, misbehaved)
     private: bool

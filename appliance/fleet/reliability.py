@@ -57,7 +57,7 @@ FAULT_PENALTY = 5.0
 
 
 class AttemptLike(Protocol):
-    """A finished task attempt (jobs.execution.Attempt): who ran which task and how it ended."""
+    """A finished task attempt (jobs.execution.AttemptRecord): who ran which task and how it ended."""
 
     group: str
     stage: int

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from appliance.jobs.transitions import TaskEvent
 
 if TYPE_CHECKING:
-    from appliance.jobs.execution import Output, Task
+    from appliance.jobs.execution import Attempt, Output, Task, Try
 
 # Validation: attempts of one task, beyond its replicas, before the run fails for want of agreement.
 EXTRA_VALIDATION_ATTEMPTS = 2
@@ -25,15 +25,13 @@ class Agreement:
     cancels: list[tuple[str, str]]
     validation: int
     unvalidated: frozenset[int] | set[int]
-    replicas: dict[Task, list[Task]]
-    results: dict[Task, list[Task]]
+    replicas: dict[Task, list[Attempt]]
+    results: dict[Task, list[Try]]
 
     def validated(self, task: Task) -> bool:
         return bool(self.validation) and task.stage not in self.unvalidated
 
-    def _agree(
-        self, attempt: Task, outputs: list[Output], emits: int, cpu_ms: int, now: float
-    ) -> list[tuple[str, str]]:
+    def _agree(self, attempt: Try, outputs: list[Output], emits: int, cpu_ms: int, now: float) -> list[tuple[str, str]]:
         """A validated task's attempt finished: keep its result; once a majority of the replicas gave
         the same outputs the task is done with them, the other results are rejected and the attempts
         still running are stopped."""
@@ -96,7 +94,7 @@ class Agreement:
         outputs = {_signature(r.outputs) for r in results}
         return f"{len(results)} workers gave {len(outputs)} different outputs; no {self.validation // 2 + 1} agreed"
 
-    def replica(self, task: Task, worker_id: str, now: float | None = None) -> Task:
+    def replica(self, task: Task, worker_id: str, now: float | None = None) -> Attempt:
         """One more attempt of a validated task, on another worker."""
         clone = self._clone(task, worker_id, now)
         self.replicas.setdefault(task, []).append(clone)

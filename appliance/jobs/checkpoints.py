@@ -25,7 +25,7 @@ import time
 import msgspec
 
 from appliance.clock import now
-from appliance.jobs.execution import Attempt, Output, RunExecution, Task, TaskEvent
+from appliance.jobs.execution import AttemptRecord, Output, RunExecution, Task, TaskEvent
 from appliance.jobs.tables import RunCheckpoint
 
 FORMAT = 1
@@ -211,8 +211,8 @@ def restore(execution: RunExecution, checkpoint: Checkpoint) -> list[Task]:
     return done
 
 
-def _attempt(saved: SavedAttempt | SavedTask, wall: float, ended_by: TaskEvent, error: str) -> Attempt:
-    return Attempt(
+def _attempt(saved: SavedAttempt | SavedTask, wall: float, ended_by: TaskEvent, error: str) -> AttemptRecord:
+    return AttemptRecord(
         saved.group,
         saved.stage,
         saved.rank,

@@ -54,14 +54,13 @@ class Output:
     holders: set[str] = field(default_factory=set)
 
 
-@dataclass(eq=False)  # tasks are compared (and kept in sets) by identity
-class Task:
-    run_id: int
-    group: str
-    stage: int
-    rank: int
+@dataclass(eq=False, kw_only=True)  # compared (and kept in sets) by identity
+class Try:
+    """What one try of a task on one worker has: its number, worker, state, progress and outputs.
+    A Task carries its own current try inline; an Attempt is an extra one beside it."""
+
     state: TaskState = "waiting"
-    attempt: int = 0
+    attempt: int = 0  # its number within the task: ids never repeat
     worker_id: str | None = None
     outputs: list[Output] = field(default_factory=list)
     started: float = 0.0
@@ -76,10 +75,6 @@ class Task:
     progressed_at: float = 0.0
     stalled: bool = False
     launched: float = 0.0  # when its inputs were in place and it was sent to its worker
-    # Attempt numbers handed out so far (a backup takes the next one, so task ids never repeat).
-    attempts: int = 1
-    # Set on a backup attempt: the task it races (the task's own state lives there).
-    primary: Task | None = None
     # A reduce that started before all its producers were done (a streaming input): its task-assign
     # went out with the pieces in place then, and it stays staging until the producers in
     # ``awaiting`` (ranks whose pieces are still to be sent) are done and their pieces sent.
@@ -90,13 +85,55 @@ class Task:
     def id(self) -> str:
         return f"{self.run_id}.{self.group}.{self.stage}.{self.rank}.{self.attempt}"
 
+
+@dataclass(eq=False)
+class Task(Try):
+    """One (group, stage, rank) of a run, and its current try."""
+
+    run_id: int
+    group: str
+    stage: int
+    rank: int
+    # Attempt numbers handed out so far (an extra attempt takes the next one, so ids never repeat).
+    attempts: int = 1
+
+    primary = None  # a task races no one: Attempt.primary names the task an extra attempt races
+    is_backup = False
+
+
+@dataclass(eq=False)
+class Attempt(Try):
+    """An extra try of a task on another worker, beside the task's own: a backup of a slow or stalled
+    task (the first of the two to finish wins) or a validation replica (their outputs must agree).
+    The task's state lives in the Task; an Attempt that wins gives it its outputs."""
+
+    task: Task
+
+    is_backup = True
+
     @property
-    def is_backup(self) -> bool:
-        return self.primary is not None
+    def primary(self) -> Task:
+        return self.task
+
+    @property
+    def run_id(self) -> int:
+        return self.task.run_id
+
+    @property
+    def group(self) -> str:
+        return self.task.group
+
+    @property
+    def stage(self) -> int:
+        return self.task.stage
+
+    @property
+    def rank(self) -> int:
+        return self.task.rank
 
 
 @dataclass
-class Attempt:
+class AttemptRecord:
     """A finished or abandoned attempt, kept for the run's task history."""
 
     group: str
@@ -172,11 +209,11 @@ class RunExecution(Stragglers, Agreement):
         # Cloud storage keeps outputs whatever happens to the workers that wrote them.
         self.cloud = cloud
         self.groups = {letter: Group(self, letter) for letter in GROUP_LETTERS[: spec.group_count]}
-        self.history: list[Attempt] = []
+        self.history: list[AttemptRecord] = []
         # Indexes kept by the state changes below, so a scheduling round costs O(ranks), not O(tasks).
-        self.active: set[Task] = set()  # staging or running, backups included
+        self.active: set[Try] = set()  # staging or running: tasks' own tries and extra attempts
         # Task -> its backup attempt on another worker (speculative execution), while both run.
-        self.backups: dict[Task, Task] = {}
+        self.backups: dict[Task, Attempt] = {}
         # Stages that message other ranks or use the parameter server (as the spec extraction found):
         # never speculated nor validated, since two attempts of one rank would both take part (a
         # backup that tries anyway is refused at run time as well).
@@ -240,7 +277,7 @@ class RunExecution(Stragglers, Agreement):
     def task(self, group: str, stage: int, rank: int) -> Task:
         return self.groups[group].tasks[(stage, rank)]
 
-    def find(self, task_id: str) -> Task | None:
+    def find(self, task_id: str) -> Try | None:
         try:
             run, group, stage, rank, attempt = task_id.split(".")
             task = self.groups[group].tasks[(int(stage), int(rank))]
@@ -428,7 +465,7 @@ class RunExecution(Stragglers, Agreement):
         self.groups[primary.group].count_done(primary, +1)
         return superseded
 
-    def _supersede(self, loser: Task, winner: Task, now: float) -> None:
+    def _supersede(self, loser: Try, winner: Try, now: float) -> None:
         """``winner`` finished first: ``loser``'s attempt ends (metered by its wall time) and the task
         is done with the winner's outputs."""
         self._move(loser, TaskEvent.SUPERSEDED)
@@ -446,7 +483,7 @@ class RunExecution(Stragglers, Agreement):
             self.outrun.discard(winner.worker_id or "")  # it beat its backup: not slow (any more)
 
     @staticmethod
-    def _take_result(task: Task, winner: Task) -> None:
+    def _take_result(task: Task, winner: Try) -> None:
         task.worker_id, task.attempt, task.started, task.finished = (
             winner.worker_id,
             winner.attempt,
@@ -455,7 +492,7 @@ class RunExecution(Stragglers, Agreement):
         )
         task.outputs, task.emits, task.bytes, task.cpu_ms = winner.outputs, winner.emits, winner.bytes, winner.cpu_ms
 
-    def backup(self, task: Task, worker_id: str, now: float | None = None) -> Task:
+    def backup(self, task: Task, worker_id: str, now: float | None = None) -> Attempt:
         """A second attempt of a running task on another worker; the first of the two to finish wins."""
         if task.state not in ("staging", "running") or task.is_backup or task in self.backups:
             raise IllegalTransition(f"task {task.id} cannot get a backup attempt while {task.state}")
@@ -463,14 +500,11 @@ class RunExecution(Stragglers, Agreement):
         self.backups[task] = clone
         return clone
 
-    def _clone(self, task: Task, worker_id: str, now: float | None) -> Task:
+    def _clone(self, task: Task, worker_id: str, now: float | None) -> Attempt:
         """A new attempt of ``task`` on another worker, beside the task's own."""
         now = time.monotonic() if now is None else now
-        clone = Task(
-            task.run_id,
-            task.group,
-            task.stage,
-            task.rank,
+        clone = Attempt(
+            task,
             state="staging",
             attempt=task.attempts,
             worker_id=worker_id,
@@ -478,13 +512,12 @@ class RunExecution(Stragglers, Agreement):
             last_activity=now,
             progressed_at=now,
             worker_timeout=task.worker_timeout,
-            primary=task,
         )
         task.attempts += 1
         self.active.add(clone)
         return clone
 
-    def drop_backup(self, backup: Task, event: TaskEvent, error: str = "", now: float | None = None) -> None:
+    def drop_backup(self, backup: Attempt, event: TaskEvent, error: str = "", now: float | None = None) -> None:
         """A backup or replica attempt ends without result (failed, its worker lost, no longer wanted):
         the task goes on."""
         self._move(backup, event)
@@ -526,9 +559,9 @@ class RunExecution(Stragglers, Agreement):
         task.stalled = False
         task.streaming, task.awaiting = False, set()
 
-    def _record(self, task: Task, event: TaskEvent, error: str = "") -> None:
+    def _record(self, task: Try, event: TaskEvent, error: str = "") -> None:
         self.history.append(
-            Attempt(
+            AttemptRecord(
                 task.group,
                 task.stage,
                 task.rank,
@@ -583,11 +616,11 @@ class RunExecution(Stragglers, Agreement):
                 output.holders.discard(worker_id)
         return rerun + self.recompute_lost()
 
-    def all_extra_attempts(self) -> list[Task]:
+    def all_extra_attempts(self) -> list[Attempt]:
         """Backup and replica attempts running now."""
         return [*self.backups.values(), *(r for replicas in self.replicas.values() for r in replicas)]
 
-    def _adopt(self, task: Task, backup: Task) -> None:
+    def _adopt(self, task: Task, backup: Attempt) -> None:
         """The task's worker is gone but its backup runs: the backup becomes the task's attempt."""
         task.finished = time.monotonic()
         self._record(task, TaskEvent.WORKER_LOST, "the worker disconnected")

@@ -80,7 +80,7 @@ class Coordinator:
         self.shared.policy = await scheduling_policy.in_force(self.settings)
         await self.recovery.recover()
         self.task = asyncio.create_task(self._loop())
-        self.shared.spawn(self._checkpoint_loop())
+        self.shared.background.every(CHECKPOINT_SECONDS, self.recovery.checkpoint)
 
     async def stop(self) -> None:
         if self.task:
@@ -91,11 +91,6 @@ class Coordinator:
 
     async def drain(self, timeout: float) -> None:
         await self.recovery.drain(timeout)
-
-    async def _checkpoint_loop(self) -> None:
-        while True:
-            await asyncio.sleep(CHECKPOINT_SECONDS)
-            await self.recovery.checkpoint()
 
     # ------------------------------------------------------------ what the routes ask
 

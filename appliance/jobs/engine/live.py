@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from appliance.cloud import service as cloud
 from appliance.fleet.registry import Worker
 from appliance.jobs.copy_failures import CopyFailures
-from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, stage_label
+from appliance.jobs.execution import INPUT_STAGE, Output, RunExecution, Task, Try, stage_label
 from appliance.jobs.paramserver import ParameterServer
 from appliance.jobs.peers import Mailbox
 from appliance.jobs.sandbox_policy import warm_sandbox_url
@@ -123,14 +123,14 @@ class LiveRun:
     def key_prefix(self) -> str:
         return f"peermr/runs/{self.run_id}"
 
-    def task_root(self, task: Task) -> str:
+    def task_root(self, task: Try) -> str:
         """Where a task's attempts write their objects in the run's bucket (s3 storage)."""
         return f"{self.key_prefix()}/{task.group}/{stage_label(task.stage)}/rank-{task.rank:05d}"
 
-    def task_prefix(self, task: Task) -> str:
+    def task_prefix(self, task: Try) -> str:
         return f"{self.task_root(task)}/attempt-{task.attempt}"
 
-    def where(self, task: Task) -> str:
+    def where(self, task: Try) -> str:
         return f"{stage_name(self.execution, task.stage)} on rank {task.rank} of group {task.group}"
 
     def served_by(self, worker: Worker) -> None:

@@ -15,7 +15,7 @@ from appliance.fleet.registry import Worker
 from appliance.jobs import selection
 from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.shared import Shared
-from appliance.jobs.execution import Task, TaskEvent
+from appliance.jobs.execution import Attempt, Task, TaskEvent, Try
 from appliance.jobs.metrics import TASK_FAILURES
 from appliance.jobs.peers import Peers
 
@@ -113,7 +113,7 @@ class Placement:
     # ------------------------------------------------------------ unbinding
 
     def unbind(
-        self, run: LiveRun, worker_id: str, cause: Unbind, why: str = "", running: Task | None = None
+        self, run: LiveRun, worker_id: str, cause: Unbind, why: str = "", running: Try | None = None
     ) -> list[Task]:
         """``worker_id`` stops serving the run for ``cause`` (EFFECTS says what follows); ``why`` is
         for the run's log, ``running`` an attempt still under way there, which its page drops.
@@ -190,7 +190,7 @@ class Placement:
             default=None,
         )
 
-    def drop_extra(self, run: LiveRun, attempt: Task, event: TaskEvent, why: str) -> None:
+    def drop_extra(self, run: LiveRun, attempt: Attempt, event: TaskEvent, why: str) -> None:
         """An extra attempt ends without result; the task goes on, its helper is free."""
         worker_id = attempt.worker_id or ""
         self.shared.send(worker_id, p.TaskCancel(task_id=attempt.id))

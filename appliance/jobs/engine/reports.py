@@ -15,7 +15,7 @@ from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.staging import Staging, partition_problem, stalled_on
-from appliance.jobs.execution import Output, Task, TaskEvent
+from appliance.jobs.execution import Output, Task, TaskEvent, Try
 from appliance.jobs.metrics import TASK_FAILURES, TASKS_DONE, failure_cause
 from appliance.jobs.peers import Peers
 from appliance.jobs.sandbox_script import first_place, map_stack
@@ -58,7 +58,7 @@ class Reports:
             handler(run, task, worker, message)
         self.shared.deliver(run)
 
-    def _peer_request(self, run: LiveRun, task: Task, worker: Worker, message: object, header: object) -> None:
+    def _peer_request(self, run: LiveRun, task: Try, worker: Worker, message: object, header: object) -> None:
         if not task.is_backup:
             self.peers.handle(run, task, worker, message)
             return
@@ -69,7 +69,7 @@ class Reports:
 
     # ------------------------------------------------------------ while a task runs
 
-    def _progressed(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskProgress) -> None:
+    def _progressed(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskProgress) -> None:
         clock = time.monotonic()
         task.last_activity = clock
         if (message.emits, message.bytes, message.ticks) == (task.emits, task.bytes, task.ticks):
@@ -79,7 +79,7 @@ class Reports:
             task.stalled = False
             self.logs.add(run.run_id, f"{run.where(task)} makes progress again", level="info")
 
-    def _logged(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskLog) -> None:
+    def _logged(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskLog) -> None:
         for line in message.lines:
             self.logs.add(
                 run.run_id,
@@ -92,15 +92,15 @@ class Reports:
             )
 
     @staticmethod
-    def _timeout_set(run: LiveRun, task: Task, worker: Worker, message: p.TaskWorkerTimeout) -> None:
+    def _timeout_set(run: LiveRun, task: Try, worker: Worker, message: p.TaskWorkerTimeout) -> None:
         task.worker_timeout, task.last_activity = message.seconds, time.monotonic()
 
-    def _put_url(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskPutUrl) -> None:
+    def _put_url(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskPutUrl) -> None:
         self.shared.spawn(self.staging.put_url(run, task, worker, message))
 
     # ------------------------------------------------------------ a task's end
 
-    def _reported_done(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskDone) -> None:
+    def _reported_done(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskDone) -> None:
         if run.execution.waiting_for_input(task):
             self._bad_report(run, worker, task, f"reported {run.where(task)} done before all its input was sent")
         elif self._repeated(run, task, worker):
@@ -110,7 +110,7 @@ class Reports:
         else:
             self._done(run, task, worker, message)
 
-    def _reported_failed(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskFailed) -> None:
+    def _reported_failed(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskFailed) -> None:
         if self._repeated(run, task, worker):
             return
         TASK_FAILURES.labels(failure_cause(message, task.is_backup)).inc()
@@ -120,19 +120,19 @@ class Reports:
         else:
             self._failed(run, task, message)
 
-    def _repeated(self, run: LiveRun, task: Task, worker: Worker) -> bool:
+    def _repeated(self, run: LiveRun, task: Try, worker: Worker) -> bool:
         """A second report of an attempt that already ended (or one that never started): changes nothing."""
         if task.state == "running" or run.execution.waiting_for_input(task):
             return False
         self.logs.add(run.run_id, f"worker {worker.worker_id} reported task {task.id} again; ignored", level="warn")
         return True
 
-    def _bad_report(self, run: LiveRun, worker: Worker, running: Task | None, what: str) -> None:
+    def _bad_report(self, run: LiveRun, worker: Worker, running: Try | None, what: str) -> None:
         self.logs.add(run.run_id, f"worker {worker.worker_id} {what}", level="warn")
         TASK_FAILURES.labels("bad_result").inc()
         self.placement.unbind(run, worker.worker_id, Unbind.BAD_REPORT, running=running)
 
-    def _check_outputs(self, run: LiveRun, task: Task, outputs: list[p.TaskOutput]) -> str | None:
+    def _check_outputs(self, run: LiveRun, task: Try, outputs: list[p.TaskOutput]) -> str | None:
         """What is wrong with a task's reported outputs, or None."""
         for o in outputs:
             if problem := partition_problem(run, task, o.partition):
@@ -146,7 +146,7 @@ class Reports:
                 return "an output key outside the task's prefix"
         return None
 
-    def _done(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskDone) -> None:
+    def _done(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskDone) -> None:
         holders = set() if run.storage else {worker.worker_id}
         outputs = [
             Output(o.partition, o.sha256 or o.key or "", o.size, o.records, set(holders)) for o in message.outputs

@@ -10,7 +10,7 @@ from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.staging import Staging
-from appliance.jobs.execution import Task
+from appliance.jobs.execution import Attempt, Task
 
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
 # every scheduling round (thousands a second while short tasks finish).
@@ -89,7 +89,7 @@ class Speculation:
         self._start_extra(run, replica, worker, note)
         return True
 
-    def _start_extra(self, run: LiveRun, attempt: Task, worker: Worker, note: str, level: str = "info") -> None:
+    def _start_extra(self, run: LiveRun, attempt: Attempt, worker: Worker, note: str, level: str = "info") -> None:
         """A worker takes an extra attempt (backup or replica) of the run, and it starts."""
         self.placement.bind_extra(run, worker)
         self.shared.logs.add(run.run_id, note, level=level)

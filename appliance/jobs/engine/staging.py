@@ -16,16 +16,16 @@ from appliance.jobs.engine.ending import Ending
 from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
-from appliance.jobs.execution import INPUT_STAGE, Output, Task, TaskEvent
+from appliance.jobs.execution import INPUT_STAGE, Output, Task, TaskEvent, Try
 
 MAX_PARALLEL_COPIES = 8
 
 
-def stalled_on(run: LiveRun, task: Task) -> str:
+def stalled_on(run: LiveRun, task: Try) -> str:
     return f"it made no progress on {run.where(task)} while it answered pings"
 
 
-def partition_problem(run: LiveRun, task: Task, partition: int) -> str | None:
+def partition_problem(run: LiveRun, task: Try, partition: int) -> str | None:
     """What is wrong with a partition a task names (in an output or a task-put-url), or None."""
     if run.execution.partitioning(task.stage) == "rank" and partition != task.rank:
         return f"partition {partition} from rank {task.rank} of a stage partitioned by rank"
@@ -56,7 +56,7 @@ class Staging:
 
     # ------------------------------------------------------------ a task's start
 
-    async def launch(self, run: LiveRun, task: Task) -> None:
+    async def launch(self, run: LiveRun, task: Try) -> None:
         """Copy the task's inputs to its worker, then send it its task-assign."""
         if run.execution.waiting_for_input(task):
             await self._stream(run, task)
@@ -76,7 +76,7 @@ class Staging:
         with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
             await worker.send(self.assignment(run, task, described))
 
-    async def _staged(self, run: LiveRun, task: Task, worker: Worker, inputs: list[Output]) -> list[dict] | None:
+    async def _staged(self, run: LiveRun, task: Try, worker: Worker, inputs: list[Output]) -> list[dict] | None:
         """PMRFS inputs copied to the worker: how the task-assign names them, or None when the task
         does not start now (an input was lost, a copy failed, or it was sent back meanwhile)."""
         attempt = task.attempt
@@ -104,7 +104,7 @@ class Staging:
             return None
         return [{"sha256": o.location, "size": o.size} for o in inputs]
 
-    def _copy_error(self, run: LiveRun, task: Task, error: str) -> None:
+    def _copy_error(self, run: LiveRun, task: Try, error: str) -> None:
         if not task.is_backup:
             run.execution.retry(task, TaskEvent.FAIL, error)
             self.shared.wake.set()
@@ -132,7 +132,7 @@ class Staging:
             self.placement.unbind(run, culprit, Unbind.BLAMED, why, running)
         return False
 
-    def assignment(self, run: LiveRun, task: Task, described: list[dict], awaiting: list[int] = ()) -> p.TaskAssign:
+    def assignment(self, run: LiveRun, task: Try, described: list[dict], awaiting: list[int] = ()) -> p.TaskAssign:
         stage, execution = task.stage, run.execution
         return p.TaskAssign(
             task_id=task.id,
@@ -293,7 +293,7 @@ class Staging:
         errors = [e for e in await asyncio.gather(*(fetch(o) for o in missing)) if e is not None]
         return errors[0] if errors else None
 
-    async def put_url(self, run: LiveRun, task: Task, worker: Worker, message: p.TaskPutUrl) -> None:
+    async def put_url(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskPutUrl) -> None:
         """A presigned URL for one object of the task's output (s3 storage), under the task's prefix."""
         if run.storage is None:
             error = "this run stores its data in PMRFS"
