@@ -62,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         ws_max_size=MAX_BINARY_FRAME,
     )
     coordinator = app.state.coordinator
-    GracefulServer(config, lambda: coordinator.drain(settings.shutdown_grace_seconds)).run()
+    GracefulServer(config, lambda: coordinator.drain(settings.shutdown_grace_seconds), coordinator.serving).run()
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:

@@ -20,10 +20,18 @@ log = logging.getLogger(__name__)
 
 
 class GracefulServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, drain: Callable[[], Awaitable[None]]):
+    def __init__(
+        self, config: uvicorn.Config, drain: Callable[[], Awaitable[None]], serving: Callable[[], None] = lambda: None
+    ):
         super().__init__(config)
         self.drain = drain
+        self.serving = serving  # told once the sockets listen (the app's startup has run by then)
         self.draining: asyncio.Task | None = None
+
+    async def startup(self, sockets: list | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.serving()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Not recorded in uvicorn's captured signals: it would raise them again once stopped, and a

@@ -92,6 +92,10 @@ class Coordinator:
     async def drain(self, timeout: float) -> None:
         await self.recovery.drain(timeout)
 
+    def serving(self) -> None:
+        """The appliance accepts connections: runs re-adopted at its start wait for their workers from now."""
+        self.recovery.serving()
+
     # ------------------------------------------------------------ what the routes ask
 
     def enqueue(self, run_id: int, owner_id: int, spec: JobSpec) -> None:

@@ -80,6 +80,14 @@ class Recovery:
             level="warn",
         )
 
+    def serving(self) -> None:
+        """Workers can reconnect only once the appliance listens: the recovery grace of re-adopted runs
+        counts from then, not from the start of a startup that may have taken a while."""
+        until = time.monotonic() + self.shared.settings.job_recovery_grace_seconds
+        for run in self.shared.active.values():
+            if run.durability.recovering_until:
+                run.durability.recovering_until = max(run.durability.recovering_until, until)
+
     def recovered(self, run: LiveRun, clock: float) -> bool:
         """Whether a run re-adopted after a restart may go on: its workers are back, or the grace is
         over, and then the ranks of those that are not back are vacant and what only they held is
