@@ -30,7 +30,7 @@ from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.raw_channel import raw_channel_seconds, raw_ring_seconds  # noqa: E402
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.browsers import launch  # noqa: E402
 from tests.support import ADMIN_EMAIL, Appliance  # noqa: E402
 
 RANKS = 4
@@ -84,7 +84,7 @@ def main() -> None:
         server = Appliance(Path(tmp) / "data", env={"PEERMR_LOG_LEVEL": "warning"}).start()
         token = server.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
         api = httpx.Client(base_url=server.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=120)
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = launch(playwright.chromium)
         try:
             tabs = []
             for _ in range(RANKS):

@@ -23,16 +23,14 @@ from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.raw_channel import raw_channel_seconds  # noqa: E402
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.browsers import launch_persistent  # noqa: E402
 from tests.support import Appliance  # noqa: E402
 
 MIB = int(os.environ.get("BENCH_MIB", "64"))
 
 
 def open_worker(playwright, url: str, token: str, profile: Path, worker_id: str):
-    context = playwright.chromium.launch_persistent_context(
-        str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, bypass_csp=True
-    )
+    context = launch_persistent(playwright.chromium, profile, bypass_csp=True)
     page = context.new_page()
     page.goto(f"{url}/worker/start#token={token}&worker={worker_id}")
     page.wait_for_function("window.peermrWorker && window.peermrWorker.connected", timeout=60_000)

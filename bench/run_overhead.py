@@ -28,7 +28,7 @@ from playwright.sync_api import expect, sync_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.wordcount import WATCH_SOCKET, Foreign, idle_share, when  # noqa: E402
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.browsers import launch  # noqa: E402
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance  # noqa: E402
 
 WORKERS = 4
@@ -124,7 +124,7 @@ def main() -> None:
                 base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
             )
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+                browser = launch(playwright.chromium)
                 pages = []
                 fetched: list[tuple[str, dict]] = []  # the tabs' HTTP requests, with the browser's timings
                 for _ in range(WORKERS):

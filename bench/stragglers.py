@@ -39,12 +39,10 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.wordcount import Foreign, idle_share  # noqa: E402
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, Workers  # noqa: E402
+from tests.browsers import LoneChromium, Throttle, Workers, launch  # noqa: E402
 from tests.e2e.test_jobs_in_browsers import CorpusServer  # noqa: E402
 from tests.e2e.test_stragglers_in_browsers import (  # noqa: E402
     PARTS,
-    LoneChromium,
-    Throttle,
     all_idle,
     ended,
     job_script,
@@ -187,7 +185,7 @@ def main() -> None:
                 base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=600
             )
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+                browser = launch(playwright.chromium)
                 lone = LoneChromium(playwright.chromium)
                 try:
                     steady = Workers(browser, appliance, token)

@@ -43,7 +43,7 @@ from playwright.sync_api import expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.browsers import chromium_pids, launch  # noqa: E402
 from tests.support import ADMIN_EMAIL, Appliance, free_port  # noqa: E402
 
 FILES = 16
@@ -293,14 +293,7 @@ class CpuBySide:
 
 def renderers() -> set[int]:
     """The Chromium renderer processes (a worker tab, its Web Workers with it) this bench started."""
-    found = set()
-    for pid in descendants(processes(), os.getpid()):
-        try:
-            if RENDERER in Path(f"/proc/{pid}/cmdline").read_text():
-                found.add(pid)
-        except OSError:
-            continue
-    return found
+    return set(chromium_pids("renderer", among=descendants(processes(), os.getpid())))
 
 
 class PeakMemory:
@@ -404,7 +397,7 @@ def run_ours(tmp: Path, texts: list[bytes], skewed: list[bytes], runs: int) -> d
         token = admin_token(appliance)
         api = api_client(appliance, token)
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            browser = launch(playwright.chromium)
             pages = open_tabs(browser, appliance, token)
             time.sleep(2)  # the connectivity probes of the new tabs are over
             for name, script in plan:
@@ -459,7 +452,7 @@ def run_against(tmp: Path, texts: list[bytes], runs: int, base: str) -> None:
         for appliance in sides.values():
             appliance.start()
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            browser = launch(playwright.chromium)
             apis, tabs = {}, {}
             for name, appliance in sides.items():
                 token = admin_token(appliance)

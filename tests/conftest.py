@@ -1,9 +1,10 @@
-import os
-
+import httpx
 import pytest
 from hypothesis import settings
+from playwright.sync_api import sync_playwright
 
 from appliance.config import ENV_PREFIX, FIELDS
+from tests.browsers import Workers, launch
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 # Property tests check what comes out, never how fast: a loaded CI machine (or a first call into
@@ -11,9 +12,37 @@ from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 settings.register_profile("peermr", deadline=None)
 settings.load_profile("peermr")
 
-# Every appliance the tests start checks the job engine's invariants after each step: a step that
-# breaks one fails its run as engine-error, which the test sees (bench/ measures without the checks).
-os.environ.setdefault("PEERMR_ENGINE_CHECKS", "true")
+
+def pytest_collection_modifyitems(items):
+    """The modules that use the session's Playwright run last, each as a whole: while Playwright's sync
+    API is open it marks its event loop as running, and asyncio tests (or async fixtures) after it
+    could not run theirs. So a module with browsers has no async tests."""
+    with_browsers = {item.module for item in items if "playwright" in getattr(item, "fixturenames", ())}
+    items.sort(key=lambda item: getattr(item, "module", None) in with_browsers)
+
+
+@pytest.fixture(scope="session")
+def playwright():
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def chromium(playwright):
+    """Debian's Chromium, headless, driven by Playwright: one for the session, a context per test or
+    per module. Tests that stop a browser's process or need other flags launch their own."""
+    browser = launch(playwright.chromium)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context()
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    yield page
+    context.close()
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +77,27 @@ def admin(appliance):
     client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
     yield client
     client.close()
+
+
+# For modules that run jobs in browsers: the admin's API token and client, and four worker tabs.
+
+
+@pytest.fixture(scope="module")
+def token(appliance):
+    return appliance.cli("token", "create", ADMIN_EMAIL).stdout.strip().split()[-1]
+
+
+@pytest.fixture(scope="module")
+def api(appliance, token):
+    client = httpx.Client(base_url=appliance.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def workers(chromium, appliance, token):
+    fleet = Workers(chromium, appliance, token)
+    fleet.add(4)
+    yield fleet
+    for page in list(fleet.tabs):
+        fleet.close(page)

@@ -29,7 +29,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
 from appliance.billing import periods
-from tests.e2e.conftest import Workers
+from tests.browsers import Workers
 from tests.integration.test_billing_pages import account_id, run_python
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client, save_and_run, wait_for_run
 

@@ -24,9 +24,9 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browsers import launch
 from tests.e2e.test_jobs_in_browsers import logs, output, save_and_run, wait
 from tests.integration.test_worker_runner import wait_for
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client, QuietHandler, free_port
@@ -148,15 +148,14 @@ def appliance(tmp_path_factory, data_server):
 
 
 @pytest.fixture(scope="module")
-def browsers():
+def browsers(playwright):
     """Chromium with WebGPU for the module's workers (--disable-gpu may stay: SwiftShader needs no GPU
     process), and one without."""
-    with sync_playwright() as p:
-        webgpu = p.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, "--enable-unsafe-webgpu"])
-        plain = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield webgpu, plain
-        webgpu.close()
-        plain.close()
+    webgpu = launch(playwright.chromium, extra=["--enable-unsafe-webgpu"])
+    plain = launch(playwright.chromium)
+    yield webgpu, plain
+    webgpu.close()
+    plain.close()
 
 
 @pytest.fixture(scope="module")

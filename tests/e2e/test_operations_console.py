@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import Workers
+from tests.browsers import Workers
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from tests.e2e.conftest import Workers
+from tests.browsers import Workers
 from tests.e2e.test_jobs_in_browsers import EXAMPLES, logs, output, save_and_run, wait
 from tests.s3_server import REGION
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance

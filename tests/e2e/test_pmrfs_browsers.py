@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browsers import launch_persistent
 from tests.support import Appliance
 
 pytestmark = pytest.mark.e2e
@@ -30,9 +30,7 @@ class Browser:
         self.context = None
 
     def open(self) -> None:
-        self.context = self.playwright.chromium.launch_persistent_context(
-            str(self.profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-        )
+        self.context = launch_persistent(self.playwright.chromium, self.profile)
         page = self.context.new_page()
         page.goto(f"{self.appliance.url}/worker/start#token={self.token}&worker={self.worker_id}")
         expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
@@ -60,77 +58,74 @@ def wait_until(predicate, timeout: float, what: str, show=lambda: None):
     raise AssertionError(f"timed out waiting for {what}; last seen: {show()}")
 
 
-def test_replicas_live_in_browsers_and_survive_churn(appliance: Appliance, tmp_path):
-    from playwright.sync_api import sync_playwright
-
+def test_replicas_live_in_browsers_and_survive_churn(appliance: Appliance, playwright, tmp_path):
     appliance.add_user("data@example.com", "coordinator", "data-password-1")
     token = appliance.cli("token", "create", "data@example.com").stdout.strip()
     api = httpx.Client(base_url=appliance.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
     payload = os.urandom(SIZE)
-    with sync_playwright() as playwright:
-        browsers = [Browser(playwright, appliance, token, tmp_path / f"profile-{i}") for i in range(3)]
-        try:
-            for browser in browsers:
-                browser.open()
-            assert api.put("/api/v1/buckets/e2e-data").status_code in (200, 201)
-            put = api.put(
-                "/api/v1/buckets/e2e-data/objects/sample.bin?pin=false",
-                content=payload,
-                headers={"Content-Type": "application/octet-stream"},
-            )
-            assert put.status_code in (200, 201), put.text
+    browsers = [Browser(playwright, appliance, token, tmp_path / f"profile-{i}") for i in range(3)]
+    try:
+        for browser in browsers:
+            browser.open()
+        assert api.put("/api/v1/buckets/e2e-data").status_code in (200, 201)
+        put = api.put(
+            "/api/v1/buckets/e2e-data/objects/sample.bin?pin=false",
+            content=payload,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        assert put.status_code in (200, 201), put.text
 
-            # Two browsers per blob, and the appliance's copy released once they hold it.
-            worker_ids = {b.worker_id for b in browsers}
-            state = wait_until(
-                lambda: (
-                    (s := status(api, "e2e-data", "sample.bin"))
-                    and all(len(h & worker_ids) == 2 and "appliance" not in h for h in holders(s))
-                    and s
-                ),
-                90,
-                "two browser replicas of every blob",
-                lambda: status(api, "e2e-data", "sample.bin"),
-            )
-            assert state["available"] and state["pinned"] is False and len(state["blobs"]) == 2
+        # Two browsers per blob, and the appliance's copy released once they hold it.
+        worker_ids = {b.worker_id for b in browsers}
+        state = wait_until(
+            lambda: (
+                (s := status(api, "e2e-data", "sample.bin"))
+                and all(len(h & worker_ids) == 2 and "appliance" not in h for h in holders(s))
+                and s
+            ),
+            90,
+            "two browser replicas of every blob",
+            lambda: status(api, "e2e-data", "sample.bin"),
+        )
+        assert state["available"] and state["pinned"] is False and len(state["blobs"]) == 2
 
-            # The download is served by the browsers (the appliance has no copy left).
-            download = api.get("/api/v1/buckets/e2e-data/objects/sample.bin")
-            assert download.status_code == 200
-            assert hashlib.sha256(download.content).hexdigest() == hashlib.sha256(payload).hexdigest()
+        # The download is served by the browsers (the appliance has no copy left).
+        download = api.get("/api/v1/buckets/e2e-data/objects/sample.bin")
+        assert download.status_code == 200
+        assert hashlib.sha256(download.content).hexdigest() == hashlib.sha256(payload).hexdigest()
 
-            # Close one holder: the factor is restored from the other holder, browser to browser.
-            first_blob_holders = holders(state)[0]
-            gone = next(b for b in browsers if b.worker_id in first_blob_holders)
-            gone.close()
-            remaining = worker_ids - {gone.worker_id}
-            wait_until(
-                lambda: all(h == remaining for h in holders(status(api, "e2e-data", "sample.bin"))),
-                90,
-                "the replication factor restored on the two open browsers",
-            )
-            assert (
-                hashlib.sha256(api.get("/api/v1/buckets/e2e-data/objects/sample.bin").content).digest()
-                == hashlib.sha256(payload).digest()
-            )
+        # Close one holder: the factor is restored from the other holder, browser to browser.
+        first_blob_holders = holders(state)[0]
+        gone = next(b for b in browsers if b.worker_id in first_blob_holders)
+        gone.close()
+        remaining = worker_ids - {gone.worker_id}
+        wait_until(
+            lambda: all(h == remaining for h in holders(status(api, "e2e-data", "sample.bin"))),
+            90,
+            "the replication factor restored on the two open browsers",
+        )
+        assert (
+            hashlib.sha256(api.get("/api/v1/buckets/e2e-data/objects/sample.bin").content).digest()
+            == hashlib.sha256(payload).digest()
+        )
 
-            # Close every holder: the object is unavailable.
-            for browser in browsers:
-                if browser.worker_id in remaining:
-                    browser.close()
-            wait_until(lambda: not status(api, "e2e-data", "sample.bin")["available"], 30, "unavailability")
-            assert api.get("/api/v1/buckets/e2e-data/objects/sample.bin").status_code == 503
+        # Close every holder: the object is unavailable.
+        for browser in browsers:
+            if browser.worker_id in remaining:
+                browser.close()
+        wait_until(lambda: not status(api, "e2e-data", "sample.bin")["available"], 30, "unavailability")
+        assert api.get("/api/v1/buckets/e2e-data/objects/sample.bin").status_code == 503
 
-            # Reopen one with the same profile: its blobs come back with it.
-            comeback = next(b for b in browsers if b.worker_id in remaining)
-            comeback.open()
-            wait_until(lambda: status(api, "e2e-data", "sample.bin")["available"], 60, "availability again")
-            again = api.get("/api/v1/buckets/e2e-data/objects/sample.bin")
-            assert again.status_code == 200 and again.content == payload
-            comeback.close()
-        finally:
-            for browser in browsers:
-                try:
-                    browser.close()
-                except Exception:
-                    pass
+        # Reopen one with the same profile: its blobs come back with it.
+        comeback = next(b for b in browsers if b.worker_id in remaining)
+        comeback.open()
+        wait_until(lambda: status(api, "e2e-data", "sample.bin")["available"], 60, "availability again")
+        again = api.get("/api/v1/buckets/e2e-data/objects/sample.bin")
+        assert again.status_code == 200 and again.content == payload
+        comeback.close()
+    finally:
+        for browser in browsers:
+            try:
+                browser.close()
+            except Exception:
+                pass

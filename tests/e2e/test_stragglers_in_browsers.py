@@ -6,34 +6,26 @@ One appliance (stall limit 8 s) and four worker tabs for the whole module: three
 Playwright Chromium, one alone in a Chromium this module launches itself (so it owns the browser
 process's pid, to SIGSTOP it). That lone tab is the straggler of every test.
 
-Throttling: ``Emulation.setCPUThrottlingRate`` slows only a page's main thread. Chromium refuses it
-for worker targets ("Operation is only supported for pages, not workers"), and tasks run in a
-dedicated Web Worker per task. So ``Throttle`` also attaches (through the page's CDP session) to
-the tab's workers and pauses them with the debugger for (rate - 1) / rate of every period: the
-same slowdown, for the code that runs the task.
+Throttling (tests/browsers.py): ``Emulation.setCPUThrottlingRate`` slows only a page's main thread,
+and tasks run in a dedicated Web Worker per task; so ``Throttle`` also pauses the tab's workers with
+the debugger for (rate - 1) / rate of every period: the same slowdown, for the code that runs the task.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, Workers
+from tests.browsers import LoneChromium, Throttle, Workers
 from tests.e2e.test_jobs_in_browsers import CorpusServer
-from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, free_port
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 pytestmark = pytest.mark.e2e
 
@@ -138,146 +130,6 @@ def job_script(
         # A URL of its own: one the tab's map fetched may come from its HTTP cache without the browser process.
         "reduce_fetch": f"await fetch({json.dumps(urls[0])} + '?reduce');" if reduce_fetches else "",
     }
-
-
-class Throttle:
-    """A worker tab slowed ``rate`` times through the DevTools protocol (the page's CDP session):
-    its main thread by ``Emulation.setCPUThrottlingRate``, its dedicated workers (where tasks run,
-    and which that command does not reach) by ``Debugger.pause`` for (rate - 1) / rate of every
-    ``period`` seconds. Call ``wait`` instead of sleeping while it should hold."""
-
-    def __init__(self, page, rate: int = RATE, period: float = 0.5):
-        self.page, self.rate, self.period = page, rate, period
-        self.session = page.context.new_cdp_session(page)
-        self.session.send("Emulation.setCPUThrottlingRate", {"rate": rate})
-        self.workers: set[str] = set()
-        self.sent = 0
-        self.session.on("Target.attachedToTarget", self._attached)
-        self.session.on("Target.detachedFromTarget", lambda event: self.workers.discard(event.get("sessionId")))
-        # Not flattened: the workers' sessions are reached through this one (Target.sendMessageToTarget).
-        self.session.send(
-            "Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": False}
-        )
-
-    def _to(self, session_id: str, method: str) -> None:
-        self.sent += 1
-        message = json.dumps({"id": self.sent, "method": method, "params": {}})
-        try:
-            self.session.send("Target.sendMessageToTarget", {"sessionId": session_id, "message": message})
-        except PlaywrightError:
-            self.workers.discard(session_id)  # the worker ended meanwhile
-
-    def _attached(self, event: dict) -> None:
-        if event["targetInfo"]["type"] == "worker":
-            self.workers.add(event["sessionId"])
-            self._to(event["sessionId"], "Debugger.enable")
-            self._to(event["sessionId"], "Debugger.pause")  # slow from its start
-
-    def wait(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            for session_id in list(self.workers):
-                self._to(session_id, "Debugger.pause")
-            self.page.wait_for_timeout(1000 * self.period * (self.rate - 1) / self.rate)
-            for session_id in list(self.workers):
-                self._to(session_id, "Debugger.resume")
-            self.page.wait_for_timeout(1000 * self.period / self.rate)
-
-    def stop(self) -> None:
-        for session_id in list(self.workers):
-            self._to(session_id, "Debugger.resume")
-        try:
-            self.session.send("Emulation.setCPUThrottlingRate", {"rate": 1})
-            self.session.send("Target.setAutoAttach", {"autoAttach": False, "waitForDebuggerOnStart": False})
-            self.session.detach()
-        except PlaywrightError:
-            pass
-
-
-class LoneChromium:
-    """A headless Chromium launched here (not by Playwright), reached over CDP: this module knows the
-    pid of its browser process."""
-
-    def __init__(self, browser_type):
-        self.profile = tempfile.mkdtemp(prefix="peermr-lone-chromium-")
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [
-                CHROMIUM,
-                *CHROMIUM_ARGS,
-                "--headless",
-                f"--remote-debugging-port={self.port}",
-                f"--user-data-dir={self.profile}",
-                "--no-first-run",
-                "about:blank",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{self.port}/json/version", timeout=2).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("the lone Chromium did not start") from None
-                time.sleep(0.2)
-        self.browser = browser_type.connect_over_cdp(f"http://127.0.0.1:{self.port}")
-        self.pid = self.main_pid()
-
-    def main_pid(self) -> int:
-        """The browser process: the one with our profile on its command line and no --type= (the
-        renderers, GPU and utility processes all have one). /usr/bin/chromium is a wrapper script."""
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if args and not args[0].endswith((b"sh", b"bash")) and f"--user-data-dir={self.profile}".encode() in args:
-                if not any(a.startswith(b"--type=") for a in args):
-                    found.append(int(entry))
-        assert len(found) == 1, f"browser processes of the lone Chromium: {found}"
-        return found[0]
-
-    def renderers(self) -> list[int]:
-        pids = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    args = Path(f"/proc/{entry}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if self.profile.encode() in args and b"--type=renderer" in args:
-                    pids.append(int(entry))
-        return pids
-
-    def stop_main(self) -> None:
-        os.kill(self.pid, signal.SIGSTOP)
-
-    def continue_main(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        self.continue_main()
-        try:
-            self.browser.close()
-        except PlaywrightError:
-            pass
-        for pid in (self.pid, self.proc.pid):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ fixtures
@@ -444,7 +296,7 @@ def test_a_throttled_tab_gets_a_backup_attempt_that_wins(appliance, api, admin, 
     tab = straggler.tabs[0]
     slow = worker_id(tab)
     all_idle(api, steady.tabs + straggler.tabs)
-    throttle = Throttle(tab)
+    throttle = Throttle(tab, RATE)
     try:
         run_id = start(api, "throttled", job_script(urls))
         run = wait_throttled(api, run_id, throttle, timeout=240)
@@ -475,7 +327,7 @@ def test_speculation_off_the_throttled_tab_finishes_its_own_task(appliance, api,
     tab = straggler.tabs[0]
     slow = worker_id(tab)
     all_idle(api, steady.tabs + straggler.tabs)
-    throttle = Throttle(tab)
+    throttle = Throttle(tab, RATE)
     try:
         # A quarter of the work: nothing shortens the throttled tab's tasks here, and 10x of the
         # full job takes minutes on a loaded machine.

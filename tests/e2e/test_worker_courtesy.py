@@ -19,9 +19,9 @@ import re
 import time
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.browsers import launch
 from tests.integration.test_job_scheduling import job_script
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
@@ -93,16 +93,14 @@ class Tab:
 
 
 @pytest.fixture(scope="module")
-def tabs(appliance, token, admin):
-    with sync_playwright() as p:
-        args = [a for a in CHROMIUM_ARGS if "ComputePressure" not in a]
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
-        laptop = Tab(browser, appliance, token, cores=6, battery_script=FAKE_BATTERY)
-        desktop = Tab(browser, appliance, token, cores=2, battery_script=NO_BATTERY_API)
-        yield laptop, desktop
-        laptop.close()
-        desktop.close()
-        browser.close()
+def tabs(playwright, appliance, token, admin):
+    browser = launch(playwright.chromium, without=["ComputePressure"])
+    laptop = Tab(browser, appliance, token, cores=6, battery_script=FAKE_BATTERY)
+    desktop = Tab(browser, appliance, token, cores=2, battery_script=NO_BATTERY_API)
+    yield laptop, desktop
+    laptop.close()
+    desktop.close()
+    browser.close()
 
 
 def worker_row(admin, worker_id: str) -> str:

@@ -15,7 +15,6 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import api, chromium, token, workers  # noqa: F401 (the fixtures)
 from tests.support import save_and_run, wait_for_run
 
 pytestmark = pytest.mark.e2e

@@ -13,9 +13,8 @@ import json
 
 import httpx
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, QuietHandler, save_and_run, serve_in_thread, wait_for_run
 
 pytestmark = pytest.mark.e2e
@@ -166,14 +165,13 @@ ALLOWED = [
 ]
 
 
-def test_job_code_in_a_signed_in_admins_browser_cannot_act_as_the_admin(appliance, canaries):
+def test_job_code_in_a_signed_in_admins_browser_cannot_act_as_the_admin(appliance, canaries, chromium):
     canary, other = canaries
     appliance.add_user("mallory@example.com", "coordinator", "mallory-password-1")
     token = appliance.cli("token", "create", "mallory@example.com").stdout.strip().split()[-1]
     tokens_before = appliance.query("SELECT count(*) FROM accounts_api_token")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context()
+    context = chromium.new_context()
+    try:
         dashboard = context.new_page()
         dashboard.goto(f"{appliance.url}/login")
         dashboard.get_by_label("Email").fill(ADMIN_EMAIL)
@@ -198,7 +196,8 @@ def test_job_code_in_a_signed_in_admins_browser_cannot_act_as_the_admin(applianc
             [line] = api.get(f"/runs/{run_id}/output").text.splitlines()
         # The task ran in a frame of the worker page loaded without credentials.
         frames = worker.evaluate("[...document.querySelectorAll('iframe')].map(frame => frame.credentialless)")
-        browser.close()
+    finally:
+        context.close()
 
     key, out = json.loads(line)
     assert key == "attempts"

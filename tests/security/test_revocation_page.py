@@ -10,7 +10,6 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import chromium  # noqa: F401 (the fixture)
 from tests.security.test_revocation import new_link
 from tests.support import Appliance, Client, running_on_postgres
 
