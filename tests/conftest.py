@@ -4,6 +4,7 @@ from hypothesis import settings
 from playwright.sync_api import sync_playwright
 
 from appliance.config import ENV_PREFIX, FIELDS
+from tests import forkserver
 from tests.browsers import Workers, launch
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
@@ -11,6 +12,10 @@ from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 # V8) must not fail an example on hypothesis's per-example deadline.
 settings.register_profile("peermr", deadline=None)
 settings.load_profile("peermr")
+
+
+def pytest_configure(config):
+    forkserver.enabled = True  # appliances and commands forked from one that imported the appliance
 
 
 def pytest_collection_modifyitems(items):

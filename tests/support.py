@@ -24,6 +24,7 @@ import httpx
 
 from appliance.jobs.sandbox_policy import frame_policy, frame_url
 from appliance.jobs.sandbox_routes import FRAME, FRAME_HEADER
+from tests import forkserver
 
 ADMIN_EMAIL = "admin@example.com"
 ADMIN_PASSWORD = "admin-password-for-tests"
@@ -194,28 +195,18 @@ class Appliance:
         }
         if "PEERMR_DATABASE_URL" not in self.env and (url := postgres_database_url(data_dir)):
             self.env["PEERMR_DATABASE_URL"] = url
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-serve.log"
 
     def start(self, timeout: float = 60) -> Appliance:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "appliance",
-                "serve",
-                "--data-dir",
-                str(self.data_dir),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        args = ["serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
+        with open(self.log_path, "ab") as log:
+            if forkserver.enabled:
+                self.proc = forkserver.popen(args, self.env, stdout=log.fileno(), stderr=log.fileno())
+            else:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "appliance", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
+                )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -225,7 +216,7 @@ class Appliance:
                     return self
             except httpx.TransportError:
                 pass
-            time.sleep(0.2)
+            time.sleep(0.05)
         raise TimeoutError(f"appliance not healthy after {timeout}s:\n{self.log()}")
 
     def log(self) -> str:
@@ -265,6 +256,8 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None) -> su
     if env is None and "--data-dir" in args[:-1]:
         if url := postgres_database_url(args[args.index("--data-dir") + 1]):
             env = {**os.environ, "PEERMR_DATABASE_URL": url}
+    if forkserver.enabled:
+        return forkserver.run(list(args), dict(os.environ) if env is None else env, input=input, timeout=120)
     return subprocess.run(
         [sys.executable, "-m", "appliance", *args], input=input, capture_output=True, text=True, env=env, timeout=120
     )
