@@ -52,11 +52,11 @@ function parseHeader(text) {
   return valid ? {...h, epoch: h.epoch ?? 0} : null;
 }
 
-function opened(channel) {
-  if (channel.readyState === 'open') return Promise.resolve();
+// Resolves at the channel's first message; rejects if it closes before one.
+function heard(channel) {
   return new Promise((resolve, reject) => {
-    channel.addEventListener('open', resolve, {once: true});
-    channel.addEventListener('close', () => reject(new Error('the link closed before it opened')), {once: true});
+    channel.addEventListener('message', () => resolve(), {once: true});
+    channel.addEventListener('close', () => reject(new Error('the link closed before its opener sent on it')), {once: true});
   });
 }
 
@@ -317,11 +317,14 @@ export class Peers {
     link.reported = link.bytes;
   }
 
-  // Another worker of the run will open a link to this tab; it serves messages both ways.
+  // Another worker of the run will open a link to this tab; it serves messages both ways. This end
+  // sends on it once the opener's first message is here (a link is opened to send one): Chromium may
+  // hand the opener what this end sends before the channel's open event, from which on the opener
+  // listens, and a message sent sooner was lost (the collective waiting for it hung).
   acceptLink({linkId, from, runId}) {
     this.datanode.expect(linkId, from, `link:${linkId}`, channel => {
       const link = this.newLink(linkId, runId, from).attach(channel);
-      link.ready = opened(channel).then(() => link);
+      link.ready = heard(channel).then(() => link);
       link.ready.catch(() => {});  // a link that closes is dropped on close
       const key = `${runId}:${from}`;
       if (!this.links.has(key)) this.links.set(key, link);

@@ -771,3 +771,41 @@ def test_job_code_reaches_the_page_only_through_context_and_the_page_checks_what
         assign("forged", 9, 1, 0),
     )
     assert [end["error"] for end in ends] == ['the sandbox sent an invalid ps request: unknown update "pow"']
+
+
+def test_a_link_carries_what_its_far_end_sends_the_moment_the_link_reaches_it(workers):
+    # The end that accepts a link may send on it at once (its rank talks to the opener's rank too),
+    # and Chromium can hand the opener that message before the channel's open event. Here rank 1
+    # sends to rank 0 in the very turn rank 0's link reaches its page, on the connection the pair
+    # has already (as every link after a run's first has).
+    got = workers.evaluate(
+        """async () => {
+  const {workers, holders, until} = harness;
+  const [w0, w1] = [workers.get('w0'), workers.get('w1')];
+  const task = (w, run, rank) => {
+    holders.set(`${run}.A.0.${rank}`, w.id);
+    const t = {id: `${run}.A.0.${rank}.0`, ended: false, got: [], worker: {postMessage: m => t.got.push(m)},
+      spec: {runId: run, group: 'A', stage: 0, rank, workerCount: 2, storage: 'pmrfs'}};
+    w.peers.started(t);
+    return t;
+  };
+  const send = (w, t, rank, tag) =>
+    w.peers.request(t, {type: 'peer-send', id: 1, rank, tag, data: Uint8Array.of(rank).buffer, direct: true});
+  const received = t => t.got.filter(m => m.type === 'peer-direct').map(m => m.tag);
+
+  const [before, after] = [task(w0, 20, 0), task(w1, 20, 1)];
+  send(w0, before, 1, 'connect');
+  await until('the connection', () => received(after).length);
+
+  const [t0, t1] = [task(w0, 21, 0), task(w1, 21, 1)];
+  const claim = w1.datanode.claim;
+  w1.datanode.claim = function (channel, ...rest) {  // the link reaches w1's Peers here
+    claim.call(this, channel, ...rest);
+    send(w1, t1, 0, 'at once');
+  };
+  send(w0, t0, 1, 'opened it');
+  await until('both messages', () => received(t0).length && received(t1).length, 5000).catch(() => {});
+  return [received(t0), received(t1)];
+}"""
+    )
+    assert got == [["at once"], ["opened it"]]
