@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -51,19 +52,20 @@ def launch_persistent(browser_type: BrowserType, profile: Path | str, **options)
 def chromium_pids(kind: str | None = None, *, marker: str = "", among: Iterable[int] | None = None) -> list[int]:
     """Chromium's processes (of those in ``among``, default all) whose command line holds ``marker`` (a
     profile directory, say): of ``kind`` (``renderer``, ``gpu-process``...), or with no kind the
-    browser processes, which have no --type= (nor are /usr/bin/chromium, a shell script)."""
+    browser processes, which have no --type= (/usr/bin/chromium, a shell script, and the crash handlers
+    are none of them)."""
+    wanted = re.compile(rb"--type=" + re.escape(kind.encode()) + rb"(?![\w-])") if kind else None
     found = []
     for pid in among if among is not None else (int(entry) for entry in os.listdir("/proc") if entry.isdigit()):
         try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            # Chromium's child processes rewrite theirs as one string: search it whole, not by argument.
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue  # ended meanwhile
-        if not args or b"chrom" not in args[0] or args[0].endswith((b"sh", b"bash")):
+        program = os.path.basename(command.split(b"\0", 1)[0].split(b" ", 1)[0])
+        if program not in (b"chromium", b"chrome") or marker.encode() not in command:
             continue
-        if marker and not any(marker.encode() in arg for arg in args):
-            continue
-        types = [arg for arg in args if arg.startswith(b"--type=")]
-        if types == ([f"--type={kind}".encode()] if kind else []):
+        if wanted.search(command) if wanted else b"--type=" not in command:
             found.append(pid)
     return found
 
@@ -76,10 +78,13 @@ class Workers:
         self.tabs: list = []
 
     def add(self, count: int = 1) -> None:
+        """Open ``count`` tabs, then wait until each is connected (they connect side by side)."""
+        opened = []
         for _ in range(count):
-            context = self.browser.new_context()
-            page = context.new_page()
+            page = self.browser.new_context().new_page()
             page.goto(f"{self.appliance.url}/worker/start#token={self.token}")
+            opened.append(page)
+        for page in opened:
             expect(page.locator("#connection")).to_have_text("connected", timeout=60_000)
             self.tabs.append(page)
 
