@@ -19,11 +19,30 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    """The modules that use the session's Playwright run last, each as a whole: while Playwright's sync
-    API is open it marks its event loop as running, and asyncio tests (or async fixtures) after it
-    could not run theirs. So a module with browsers has no async tests."""
+    """The modules that use the session's Playwright run after the others, each as a whole: while
+    Playwright's sync API is open it marks its event loop as running, and asyncio tests (or async
+    fixtures) after it could not run theirs. So a module with browsers has no async tests. The tests
+    of the one-file binary run last, when its build, started with the session, is done."""
     with_browsers = {item.module for item in items if "playwright" in getattr(item, "fixturenames", ())}
-    items.sort(key=lambda item: getattr(item, "module", None) in with_browsers)
+
+    def place(item) -> int:
+        return 2 if item.get_closest_marker("binary") else int(getattr(item, "module", None) in with_browsers)
+
+    items.sort(key=place)
+
+
+def pytest_collection_finish(session):
+    if not session.config.option.collectonly and any(item.get_closest_marker("binary") for item in session.items):
+        from tests.integration.test_binary import Building
+
+        Building.start()  # beside the other tests: it takes minutes
+
+
+def pytest_sessionfinish(session):
+    from tests.integration.test_binary import Building
+
+    if Building.running:
+        Building.running.stop()  # a session cut short (-x, Ctrl-C) leaves no build running
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ pytestmark = [pytest.mark.binary, pytest.mark.timeout(1200)]
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "dist" / "peermr"
 HEALTHY_TIMEOUT = 120
+BUILD_TIMEOUT = 1100
 
 
 @dataclass
@@ -65,20 +68,63 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([str(BINARY), *args], capture_output=True, text=True, env=_env(), timeout=timeout)
 
 
+class Building:
+    """The PyInstaller build, which takes minutes: tests/conftest.py starts it when the session begins,
+    so that it runs beside the other tests, and this module (run last) waits for its end."""
+
+    running: Building | None = None
+
+    def __init__(self):
+        if importlib.util.find_spec("PyInstaller") is None:
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "pyinstaller>=6.10"], check=True)
+        bin_dir = str(Path(sys.executable).parent)
+        env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHON": sys.executable}
+        self.stdout, self.stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [str(ROOT / "packaging" / "build.sh")],
+            cwd=ROOT,
+            env=env,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            start_new_session=True,  # its process group: PyInstaller stops with the script
+        )
+        self.seconds = 0.0
+        self.ended = threading.Thread(target=self._time, daemon=True)
+        self.ended.start()
+
+    def _time(self) -> None:
+        self.proc.wait()
+        self.seconds = time.monotonic() - self.started
+
+    @classmethod
+    def start(cls) -> None:
+        cls.running = cls()
+
+    def result(self) -> Build:
+        self.ended.join(max(0.0, BUILD_TIMEOUT - (time.monotonic() - self.started)))
+        if self.ended.is_alive():
+            self.stop()
+            pytest.fail(f"the build took more than {BUILD_TIMEOUT} s")
+        stdout, stderr = (self._read(out) for out in (self.stdout, self.stderr))
+        assert self.proc.returncode == 0, f"build failed:\n{stdout[-5000:]}\n{stderr[-10000:]}"
+        assert BINARY.is_file() and os.access(BINARY, os.X_OK)
+        return Build(BINARY, self.seconds)
+
+    @staticmethod
+    def _read(output) -> str:
+        output.seek(0)
+        return output.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.ended.join()
+
+
 @pytest.fixture(scope="module")
 def binary() -> Build:
-    if importlib.util.find_spec("PyInstaller") is None:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "pyinstaller>=6.10"], check=True)
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHON": sys.executable}
-    started = time.monotonic()
-    result = subprocess.run(
-        [str(ROOT / "packaging" / "build.sh")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1100
-    )
-    seconds = time.monotonic() - started
-    assert result.returncode == 0, f"build failed:\n{result.stdout[-5000:]}\n{result.stderr[-10000:]}"
-    assert BINARY.is_file() and os.access(BINARY, os.X_OK)
-    return Build(BINARY, seconds)
+    return (Building.running or Building()).result()
 
 
 @pytest.fixture(scope="module")
