@@ -42,7 +42,7 @@ class ForkedProcess:
 
     def __init__(self, args: list[str], connection: socket.socket):
         self.args, self.connection = args, connection
-        self.pid: int = json.loads(_receive_line(connection))["pid"]
+        self.pid: int = json.loads(_receive(connection))["pid"]
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -58,7 +58,7 @@ class ForkedProcess:
         return self.returncode
 
     def _read_status(self) -> None:
-        self.returncode = json.loads(_receive_line(self.connection))["returncode"]
+        self.returncode = json.loads(_receive(self.connection))["returncode"]
         self.connection.close()
 
     def send_signal(self, sig: int) -> None:
@@ -168,7 +168,7 @@ def _write_all(fd: int, data: bytes) -> None:
         pass  # the command did not read it all, as with subprocess.run
 
 
-def _receive_line(connection: socket.socket) -> bytes:
+def _receive(connection: socket.socket) -> bytes:
     message = connection.recv(MAX_MESSAGE)
     if not message:
         raise RuntimeError("the fork server closed the connection")
