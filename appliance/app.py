@@ -184,6 +184,7 @@ def create_app(settings: Settings) -> Litestar:
     run_logs = RunLogs()
     coordinator = Coordinator(fleet, settings, store, live_holders, cloud_keys, run_logs)
     datanodes.run_blobs = coordinator.read.blobs_in_use
+    coordinator.staging.from_appliance = datanodes.copy_from_appliance
     sampler = Sampler(fleet, coordinator.read.run_counts, settings.metrics_sample_seconds)
     subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler, turn, fleet)
     scheduler = create_scheduler(

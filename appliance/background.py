@@ -43,14 +43,18 @@ class BackgroundTasks:
     def every(self, seconds: float, work: Callable[[], Awaitable[object]]) -> None:
         """Run ``work()`` every ``seconds``, the first time after one period, until cancel(); a round
         that fails is logged and the next one comes all the same."""
+        self.paced(lambda: asyncio.sleep(seconds), work)
+
+    def paced(self, pause: Callable[[], Awaitable[object]], work: Callable[[], Awaitable[object]]) -> None:
+        """As every(), with the wait before each round ``await pause()`` (which may end early)."""
 
         async def repeat() -> None:
             while True:
-                await asyncio.sleep(seconds)
+                await pause()
                 try:
                     await work()
                 except Exception:
-                    log.exception("%s: periodic work failed; it runs again in %g s", self.owner, seconds)
+                    log.exception("%s: periodic work failed; it runs again", self.owner)
 
         task = asyncio.get_running_loop().create_task(repeat())
         self.periodic.add(task)

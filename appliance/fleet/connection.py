@@ -33,7 +33,8 @@ from appliance.events import (
 from appliance.fleet import protocol as p
 from appliance.fleet.candidates import sdp_addresses, signal_addresses
 from appliance.fleet.probe import probe
-from appliance.fleet.registry import PING_SECONDS, SILENCE_LIMIT, Fleet, Worker
+from appliance.fleet.registry import BUSY_PING_SECONDS, PING_SECONDS, Fleet, Worker
+from appliance.fleet.transfers import Transfer
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ class Session:
         self.errors = 0
         self.ping_id = 0
         self.ping_sent: dict[int, float] = {}
+        # When the oldest ping sent since the worker last said anything went out (None: none is due).
+        self.unanswered_since: float | None = None
+        self.receiver: asyncio.Task | None = None  # the task reading the socket (run())
+        self.silenced = False  # taken for gone: it stopped answering pings
         self.lock = asyncio.Lock()
         self.next_id = 0
         self.answers: dict[int, asyncio.Future[str]] = {}
@@ -108,46 +113,60 @@ class Session:
     async def run(self) -> None:
         opened = self.fleet.connections.setdefault(self.principal.credential_hash, set())
         opened.add(self)
-        self.background.every(PING_SECONDS, self._ping)
+        self.background.paced(self._until_next_ping, self._ping)
+        self.receiver = asyncio.current_task()
         try:
-            while True:
-                timeout = HELLO_TIMEOUT if self.worker is None else None
-                event = await asyncio.wait_for(self.socket.receive(), timeout)
-                if event["type"] == "websocket.disconnect":
-                    return
-                raw = event.get("text")
-                if raw is None:
-                    await self.binary(event.get("bytes") or b"")
-                    continue
-                if len(raw) > p.MAX_MESSAGE_BYTES:
-                    await self.send(
-                        p.Error(code="too-large", message=f"messages are limited to {p.MAX_MESSAGE_BYTES} bytes")
-                    )
-                    await self.close(CLOSE_TOO_BIG, "message too large")
-                    return
-                try:
-                    message = p.decode_message(raw)
-                except msgspec.DecodeError as exc:
-                    await self.refuse("malformed", f"not a valid message: {exc}")
-                    continue
-                await self.handle(message)
+            await self._read()
         except (TimeoutError, WebSocketDisconnect):
             pass
+        except asyncio.CancelledError:
+            if not self.silenced:
+                raise
+            self.receiver.uncancel()  # _ping stopped the reading: the worker leaves now
         finally:
             opened.discard(self)
             if not opened:
                 self.fleet.connections.pop(self.principal.credential_hash, None)
             await self.background.cancel()
             if self.worker is not None:
-                self.fleet.remove(self.worker)
-                events = self.fleet.events
-                for link in self.fleet.transfers.close_links(worker_id=self.worker.worker_id):
-                    await events.publish(TransferFinished(link, True))
-                for transfer in self.fleet.transfers.involving(self.worker.worker_id):
-                    self.fleet.transfers.finish(transfer, False, "a worker left")
-                    await events.publish(TransferFinished(transfer, False, "a worker left"))
-                await events.publish(WorkerLeft(self.worker))
-                log.info("worker %s of %s left", self.worker.worker_id, self.worker.account_email)
+                await self._leave(self.worker)
+            if self.silenced:
+                await self.close(CLOSE_SILENT, "no answer to pings")
+
+    async def _read(self) -> None:
+        while True:
+            timeout = HELLO_TIMEOUT if self.worker is None else None
+            event = await asyncio.wait_for(self.socket.receive(), timeout)
+            if event["type"] == "websocket.disconnect":
+                return
+            raw = event.get("text")
+            if raw is None:
+                await self.binary(event.get("bytes") or b"")
+                continue
+            if len(raw) > p.MAX_MESSAGE_BYTES:
+                await self.send(
+                    p.Error(code="too-large", message=f"messages are limited to {p.MAX_MESSAGE_BYTES} bytes")
+                )
+                await self.close(CLOSE_TOO_BIG, "message too large")
+                return
+            try:
+                message = p.decode_message(raw)
+            except msgspec.DecodeError as exc:
+                await self.refuse("malformed", f"not a valid message: {exc}")
+                continue
+            await self.handle(message)
+
+    async def _leave(self, worker: Worker) -> None:
+        """The worker leaves the fleet: its links close, its transfers fail, the engine hears of it."""
+        self.fleet.remove(worker)
+        events = self.fleet.events
+        for link in self.fleet.transfers.close_links(worker_id=worker.worker_id):
+            await events.publish(TransferFinished(link, True))
+        for transfer in self.fleet.transfers.involving(worker.worker_id):
+            self.fleet.transfers.finish(transfer, False, "a worker left")
+            await events.publish(TransferFinished(transfer, False, "a worker left"))
+        await events.publish(WorkerLeft(worker))
+        log.info("worker %s of %s left", worker.worker_id, worker.account_email)
 
     async def binary(self, data: bytes) -> None:
         """A binary frame: a parameter-server value under its JSON header (docs/protocol.md)."""
@@ -231,6 +250,8 @@ class Session:
         if peer is None:
             await self.refuse("not-allowed", "no such transfer for this worker")
             return
+        if isinstance(pairing, Transfer):
+            pairing.moved()  # setting up its connection: the copy is under way
         # Before the peer hears of them: its relay permission to them must find them.
         await self.announce(signal_addresses(message.data))
         await peer.send(p.SignalOut(transfer_id=message.transfer_id, data=message.data))
@@ -267,6 +288,7 @@ class Session:
             send=self.send,
             close=self.close,
             blobs=len(message.blobs),
+            instance=message.instance,
         )
         if not self.fleet.add(worker):
             await self.send(
@@ -303,15 +325,39 @@ class Session:
             self.worker.probe_rtt_ms = rtt
             log.info("worker %s: %s%s", self.worker.worker_id, connectivity, f", {rtt:.1f} ms" if rtt else "")
 
+    async def _until_next_ping(self) -> None:
+        """A worker serving a run is pinged every BUSY_PING_SECONDS; any other every PING_SECONDS, or
+        as soon as it starts serving one."""
+        worker = self.worker
+        if worker is not None and worker.busy:
+            await asyncio.sleep(BUSY_PING_SECONDS)
+            return
+        if worker is None:
+            await asyncio.sleep(PING_SECONDS)
+            return
+        worker.engaged.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(worker.engaged.wait(), PING_SECONDS)
+
     async def _ping(self) -> None:
-        if self.worker is None:
+        worker = self.worker
+        if worker is None:
             return
-        if time.monotonic() - self.worker.last_seen > SILENCE_LIMIT:
-            await self.close(CLOSE_SILENT, "no answer to pings")  # run() ends, and stops the pings
+        now = time.monotonic()
+        if self.unanswered_since is not None and worker.last_seen >= self.unanswered_since:
+            self.unanswered_since = None  # it said something since
+        if self.unanswered_since is not None and now - self.unanswered_since > worker.silence_limit():
+            # Gone (a frozen browser keeps its socket open): it leaves the fleet now, not once the
+            # socket's close handshake would time out.
+            self.silenced = True
+            log.info("worker %s: no answer to pings for %.1f s", worker.worker_id, now - self.unanswered_since)
+            if self.receiver is not None:
+                self.receiver.cancel()
             return
+        self.unanswered_since = self.unanswered_since or now
         self.ping_id += 1
-        self.ping_sent = {k: v for k, v in self.ping_sent.items() if k > self.ping_id - 4}
-        self.ping_sent[self.ping_id] = time.monotonic()
+        self.ping_sent = {k: v for k, v in self.ping_sent.items() if k > self.ping_id - 8}
+        self.ping_sent[self.ping_id] = now
         with contextlib.suppress(Exception):
             await self.send(p.Ping(id=self.ping_id))
 

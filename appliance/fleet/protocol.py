@@ -19,6 +19,7 @@ WORKER_ID_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
 
 Short = Annotated[str, msgspec.Meta(max_length=256)]
 Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+Instance = Annotated[str, msgspec.Meta(pattern=r"^([0-9a-f]{8,32})?$")]
 
 
 class Base(msgspec.Struct, tag_field="type", rename="camel", forbid_unknown_fields=False, omit_defaults=True):
@@ -84,6 +85,9 @@ class Hello(Base, tag="hello"):
     blobs: Annotated[list[Sha256], msgspec.Meta(max_length=100_000)] = []
     # The tasks it still runs, or finished while it was disconnected and will report now.
     tasks: Annotated[list[TaskId], msgspec.Meta(max_length=64)] = []
+    # Random per page load: the same worker id with another instance is a page that started again,
+    # and its peers' connections to the old one are gone with it.
+    instance: Instance = ""
 
 
 class Pong(Base, tag="pong"):
@@ -386,6 +390,7 @@ class BlobSend(Base, tag="blob-send"):
     transfer_id: str
     sha256: str
     to: str
+    to_instance: str = ""  # the target's page load: a connection to an older one is not used
 
 
 class BlobReceive(Base, tag="blob-receive"):
@@ -393,6 +398,7 @@ class BlobReceive(Base, tag="blob-receive"):
     sha256: str
     size: int
     from_: str = msgspec.field(name="from")
+    from_instance: str = ""
 
 
 class BlobDelete(Base, tag="blob-delete"):
@@ -494,6 +500,7 @@ class PeerLinkOpen(Base, tag="peer-link-open"):
     link_id: str
     from_: str = msgspec.field(name="from")
     run_id: int = 0
+    from_instance: str = ""
 
 
 class PeerLinkReply(Base, tag="peer-link-reply"):
@@ -501,6 +508,7 @@ class PeerLinkReply(Base, tag="peer-link-reply"):
     link_id: str = ""
     to: str = ""
     error: str = ""
+    to_instance: str = ""
 
 
 class PeerLost(Base, tag="peer-lost"):

@@ -14,7 +14,7 @@ from appliance.events import EventHub, SessionsEnded
 from appliance.fleet import protocol as p
 from appliance.fleet.probe import CONCURRENT_PROBES
 from appliance.fleet.protocol import Capabilities
-from appliance.fleet.transfers import Transfers, TransferTag
+from appliance.fleet.transfers import Transfer, Transfers, TransferTag
 
 if TYPE_CHECKING:
     from appliance.fleet.connection import Session as Connection
@@ -26,15 +26,30 @@ log = logging.getLogger(__name__)
 # a connection that died without a word (a frozen tab, lapsed ICE consent) must not stall a run for minutes.
 COPY_TIMEOUT_BASE = 30.0
 COPY_MIN_BYTES_PER_SECOND = 1024 * 1024
+# A copy for a run fails sooner: once neither end has shown it moving (a byte report, a signal) for
+# COPY_STALL_SECONDS plus a few round trips of the two ends, the caller asks another holder.
+COPY_STALL_SECONDS = 2.0
+COPY_STALL_RTTS = 4
 
 
-# The appliance pings each worker this often; without a pong for SILENCE_LIMIT the worker is gone.
+# The appliance pings each idle worker this often; without a pong for SILENCE_LIMIT the worker is gone.
 PING_SECONDS = 15
 SILENCE_LIMIT = 3 * PING_SECONDS
+# A worker serving a run is pinged every second, and is gone once a ping has gone unanswered for
+# BUSY_SILENCE_SECONDS plus a few of its round trips: a frozen browser costs its run seconds, while
+# thousands of idle ones still cost one ping each every PING_SECONDS.
+BUSY_PING_SECONDS = 1.0
+BUSY_SILENCE_SECONDS = 3.0
+BUSY_SILENCE_RTTS = 4
 
 
 def copy_timeout(size: int) -> float:
     return COPY_TIMEOUT_BASE + size / COPY_MIN_BYTES_PER_SECOND
+
+
+def copy_stall(source: Worker, target: Worker) -> float:
+    rtts = ((source.rtt_ms or 0.0) + (target.rtt_ms or 0.0)) / 1000
+    return COPY_STALL_SECONDS + COPY_STALL_RTTS * rtts
 
 
 @dataclass
@@ -65,8 +80,13 @@ class Worker:
     probe_rtt_ms: float | None = None
     # Reliability from past runs (higher first when choosing workers for a run).
     score: float = 0.0
-    # The run this worker holds a rank in, if any.
+    # The run this worker serves (holds a rank in, or helps), if any: set by serve().
     run_id: int | None = None
+    # The page load the connection comes from (its hello says): a browser whose page started again
+    # under the same worker id is another peer, whose old connections are gone.
+    instance: str = ""
+    # Set when the worker starts serving a run: its connection pings it often from then on.
+    engaged: asyncio.Event = field(default_factory=asyncio.Event)
 
     # Requests to this worker waiting for the reply that names their id.
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
@@ -76,9 +96,21 @@ class Worker:
     def busy(self) -> bool:
         return self.run_id is not None
 
+    def serve(self, run_id: int | None) -> None:
+        """Serve a run (or none); only the engine's placement calls it."""
+        self.run_id = run_id
+        if run_id is not None:
+            self.engaged.set()
+
+    def silence_limit(self) -> float:
+        """How long a ping may go unanswered before the worker is taken for gone."""
+        if not self.busy:
+            return SILENCE_LIMIT
+        return BUSY_SILENCE_SECONDS + BUSY_SILENCE_RTTS * (self.rtt_ms or 0.0) / 1000
+
     def answers(self, now: float) -> bool:
-        """It answered a ping (or sent anything) within the last ping interval and a half."""
-        return now - self.last_seen <= 1.5 * PING_SECONDS
+        """It answered a ping (or sent anything) within half its silence limit."""
+        return now - self.last_seen <= self.silence_limit() / 2
 
     @property
     def state(self) -> str:
@@ -133,18 +165,44 @@ class Fleet:
                 await connection.end(event.reason)
 
     async def copy_blob(
-        self, sha: str, size: int, source: Worker, target: Worker, timeout: float, tag: TransferTag | None = None
+        self,
+        sha: str,
+        size: int,
+        source: Worker,
+        target: Worker,
+        timeout: float,
+        tag: TransferTag | None = None,
+        stall: float | None = None,
     ) -> bool:
         """Have ``source`` send a blob it holds to ``target`` over WebRTC; True once the target verified it.
 
-        ``tag`` names the account (and run) the copy is made for; billing meters tagged transfers."""
+        ``tag`` names the account (and run) the copy is made for; billing meters tagged transfers. With
+        ``stall``, the copy also fails once it has not moved for that long (until all its bytes are in)."""
         accounts = {source.worker_id: source.account_id, target.worker_id: target.account_id}
         transfer = self.transfers.arrange(sha, size, source.worker_id, target.worker_id, tag, accounts)
-        await target.send(p.BlobReceive(transfer_id=transfer.id, sha256=sha, size=size, from_=source.worker_id))
-        await source.send(p.BlobSend(transfer_id=transfer.id, sha256=sha, to=target.worker_id))
-        try:
-            ok, _ = await asyncio.wait_for(asyncio.shield(transfer.done), timeout)
-        except TimeoutError:
-            self.transfers.finish(transfer, False, "timed out")
-            return False
-        return ok
+        await target.send(
+            p.BlobReceive(
+                transfer_id=transfer.id, sha256=sha, size=size, from_=source.worker_id, from_instance=source.instance
+            )
+        )
+        await source.send(
+            p.BlobSend(transfer_id=transfer.id, sha256=sha, to=target.worker_id, to_instance=target.instance)
+        )
+        return await self._settled(transfer, timeout, stall)
+
+    async def _settled(self, transfer: Transfer, timeout: float, stall: float | None) -> bool:
+        deadline = transfer.started + timeout
+        while True:
+            now = time.monotonic()
+            wait = deadline - now
+            if stall is not None and not transfer.all_in:
+                wait = min(wait, transfer.progressed + stall - now)
+            if wait <= 0:
+                reason = "timed out" if now >= deadline else f"it did not move for {stall:.1f} s"
+                self.transfers.finish(transfer, False, reason)
+                return False
+            try:
+                ok, _ = await asyncio.wait_for(asyncio.shield(transfer.done), wait)
+                return ok
+            except TimeoutError:
+                continue

@@ -71,6 +71,16 @@ class Transfer(Pairing):
     accounts: dict[str, int] = field(default_factory=dict)
     # Both ends report before the blob is confirmed: nothing more to wait for (a Link waits).
     settle_seconds: float = 0.0
+    # When either end last showed the copy moving (a byte report or a signal): see Fleet.copy_blob.
+    progressed: float = field(default_factory=time.monotonic)
+
+    def moved(self) -> None:
+        self.progressed = time.monotonic()
+
+    @property
+    def all_in(self) -> bool:
+        """The target said every byte arrived (it verifies and stores them now)."""
+        return self.reported.get(self.target, -1) >= self.size
 
 
 @dataclass
@@ -144,6 +154,7 @@ class Transfers:
         transfer = self.active.get(transfer_id) or self.recent.get(transfer_id, (None, 0.0))[0]
         if transfer is not None and transfer.peer_of(worker_id) is not None:
             transfer.reported[worker_id] = max(0, min(size, transfer.size))
+            transfer.moved()
             return
         link = self.links.get(transfer_id) or self.recent_links.get(transfer_id, (None, 0.0))[0]
         if link is not None and link.peer_of(worker_id) is not None:

@@ -605,7 +605,7 @@ class RunExecution(Stragglers, Agreement):
         for task in self.all_tasks():
             if task.worker_id == worker_id and task.state in ("staging", "running"):
                 if (backup := self.backups.get(task)) is not None:
-                    self._adopt(task, backup)  # its backup goes on as the task's attempt
+                    self._adopt(task, backup, TaskEvent.WORKER_LOST, "the worker disconnected")
                     continue
                 self.retry(task, TaskEvent.WORKER_LOST, "the worker disconnected")
                 rerun.append(task)
@@ -620,10 +620,18 @@ class RunExecution(Stragglers, Agreement):
         """Backup and replica attempts running now."""
         return [*self.backups.values(), *(r for replicas in self.replicas.values() for r in replicas)]
 
-    def _adopt(self, task: Task, backup: Attempt) -> None:
-        """The task's worker is gone but its backup runs: the backup becomes the task's attempt."""
+    def abandon(self, task: Task, event: TaskEvent, error: str) -> None:
+        """The task's worker no longer runs its attempt: its backup, if it has one, goes on as the task's
+        attempt; otherwise the task runs again."""
+        if (backup := self.backups.get(task)) is not None:
+            self._adopt(task, backup, event, error)
+        else:
+            self.retry(task, event, error)
+
+    def _adopt(self, task: Task, backup: Attempt, event: TaskEvent, error: str) -> None:
+        """The task's own attempt ended (``event``) while its backup runs: the backup becomes the task's attempt."""
         task.finished = time.monotonic()
-        self._record(task, TaskEvent.WORKER_LOST, "the worker disconnected")
+        self._record(task, event, error)
         self.active.discard(backup)
         del self.backups[task]
         self.active.add(task)

@@ -189,8 +189,12 @@ class Peers:
         tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
         accounts = {worker.worker_id: worker.account_id, target.worker_id: target.account_id}
         link = self.fleet.transfers.link(worker.worker_id, target.worker_id, run.run_id, tag, accounts)
-        await target.send(p.PeerLinkOpen(link_id=link.id, from_=worker.worker_id, run_id=run.run_id))
-        await worker.send(p.PeerLinkReply(reply_to=message.id, link_id=link.id, to=target.worker_id))
+        await target.send(
+            p.PeerLinkOpen(link_id=link.id, from_=worker.worker_id, run_id=run.run_id, from_instance=worker.instance)
+        )
+        await worker.send(
+            p.PeerLinkReply(reply_to=message.id, link_id=link.id, to=target.worker_id, to_instance=target.instance)
+        )
 
     async def _holder(self, run, group: str, rank: int) -> Worker | None:
         """The worker holding the rank; while it is being replaced, its replacement once it joins."""

@@ -51,11 +51,20 @@ class Stragglers:
             t for t in self.active if t.state == "running" and not t.stalled and now - t.progressed_at > stall_seconds
         ]
 
+    def may_back_up(self, task: Task) -> bool:
+        """Whether the task may get a backup attempt now (whatever its pace)."""
+        return (
+            not task.is_backup
+            and task.state == "running"
+            and task not in self.backups
+            and (task.stage not in self.unspeculated)
+        )
+
     def speculable(self, task: Task, now: float | None = None) -> str | None:
         """Why a running task deserves a backup attempt, or None: it is stalled, it emits far more slowly
         than the rest of its stage, or its stage is mostly done and it runs much longer than the median
         finished task."""
-        if task.is_backup or task.state != "running" or task in self.backups or task.stage in self.unspeculated:
+        if not self.may_back_up(task):
             return None
         now = time.monotonic() if now is None else now
         if task.stalled:

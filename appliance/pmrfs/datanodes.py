@@ -148,7 +148,7 @@ class DataNodes:
                 if target is None:
                     break
                 if await namenode.has_appliance_replica(need.sha256) and self.store.exists(need.sha256):
-                    job = self._copy_from_appliance(need.sha256, need.size, target)
+                    job = self.copy_from_appliance(need.sha256, need.size, target)
                 elif need.live_workers and (source := self.fleet.get(random.choice(need.live_workers))) is not None:
                     # A random holder: a failed or corrupt copy is retried from another replica next round.
                     job = self._copy_between_browsers(need.sha256, need.size, source, target)
@@ -191,11 +191,17 @@ class DataNodes:
 
         self._spawn(run())
 
-    async def _copy_from_appliance(self, sha: str, size: int, target: Worker) -> bool:
+    async def copy_from_appliance(self, sha: str, size: int, target: Worker) -> bool:
+        """The target fetches the appliance's copy over HTTP; False when there is none, or it failed."""
+        if not self.store.exists(sha):
+            return False
         url = self.grants.url("fetch", sha, target.worker_id)
-        reply = await target.request(
-            lambda i: p.BlobFetch(id=i, sha256=sha, size=size, url=url), timeout=REQUEST_TIMEOUT
-        )
+        try:
+            reply = await target.request(
+                lambda i: p.BlobFetch(id=i, sha256=sha, size=size, url=url), timeout=REQUEST_TIMEOUT
+            )
+        except TimeoutError:
+            return False
         return isinstance(reply, p.BlobStored) and reply.sha256 == sha
 
     async def _copy_between_browsers(self, sha: str, size: int, source: Worker, target: Worker) -> bool:

@@ -10,6 +10,9 @@ const HIGH_WATER = 4 * 1024 * 1024;
 const OPEN_TIMEOUT_MS = 20_000;   // a channel not open by then will not open: fail fast
 const EXPECT_MS = 120_000;        // how long an arranged channel may take to arrive
 const EARLY_MS = 10_000;          // and how long one that came before the appliance's word of it waits
+// A receiving tab reports the bytes in so far this often: the appliance gives up on a copy whose
+// bytes stop coming for a couple of seconds, and asks another holder.
+const PROGRESS_MS = 250;
 
 // Bytes in CHUNK messages, waiting while the channel's buffer is above HIGH_WATER.
 export async function sendChunked(channel, bytes) {
@@ -32,6 +35,11 @@ function drained(channel) {
   });
 }
 
+// A peer is a worker's page load, `${workerId}#${instance}`: a page that started again under the same
+// worker id is another peer. This tab's connections to the old one are closed once the appliance
+// names the new one: that process is gone, and a channel opened on its connection would never open.
+export const peerKey = (worker, instance) => (instance ? `${worker}#${instance}` : worker);
+
 const failure = (transferId, sha256, e) =>
   ({type: 'blob-failed', transferId, sha256, reason: String(e.message || e).slice(0, 200)});
 
@@ -41,10 +49,10 @@ export class DataNode {
     this.send = send;
     this.iceServers = iceServers;   // function returning the ICE servers of the welcome
     this.onChange = onChange;
-    this.outgoing = new Map();      // peer worker id -> the connection this tab opened to it
-    this.incoming = new Map();      // peer worker id -> the connection it opened to this tab
+    this.outgoing = new Map();      // peer key -> the connection this tab opened to it
+    this.incoming = new Map();      // peer key -> the connection it opened to this tab
     this.signaling = new Map();     // transferId -> the connection its signals are for
-    this.expected = new Map();      // transferId -> {from, label, accept(channel)} of a channel to receive
+    this.expected = new Map();      // transferId -> {from, key, label, accept(channel)} of a channel to receive
     this.early = new Map();         // transferId -> candidates that came before the offer
     this.unclaimed = new Map();     // transferId -> {channel, from, messages} that came before expect()
   }
@@ -111,6 +119,18 @@ export class DataNode {
     return pc && !['failed', 'closed', 'disconnected'].includes(pc.connectionState);
   }
 
+  // Close the connections to the worker's other page loads than `key`.
+  retire(worker, key) {
+    for (const connections of [this.outgoing, this.incoming]) {
+      for (const [other, pc] of connections) {
+        if (other !== key && (other === worker || other.startsWith(`${worker}#`))) {
+          connections.delete(other);
+          pc.close();
+        }
+      }
+    }
+  }
+
   async signal({transferId, data}) {
     let pc = this.signaling.get(transferId);
     if (!pc && data.sdp?.type === 'offer') {
@@ -119,8 +139,8 @@ export class DataNode {
       if (!expected) return;
       pc = this.connect(transferId);
       pc.ondatachannel = ({channel}) => this.receiveChannel(channel, expected.from);
-      this.incoming.get(expected.from)?.close();
-      this.incoming.set(expected.from, pc);
+      this.incoming.get(expected.key)?.close();
+      this.incoming.set(expected.key, pc);
       for (const candidate of this.early.get(transferId) || []) (pc.pendingCandidates ||= []).push(candidate);
       this.early.delete(transferId);
     }
@@ -143,15 +163,17 @@ export class DataNode {
     }
   }
 
-  // A data channel to a peer worker, on this tab's connection to it or on a new one signaled under
-  // `id`; resolves once open. A new connection that never connects is dropped (and closed), so
-  // the next channel to that worker starts afresh.
-  openChannel(to, id, label) {
-    let pc = this.outgoing.get(to);
+  // A data channel to a peer worker's page load `instance`, on this tab's connection to it or on a
+  // new one signaled under `id`; resolves once open. A new connection that never connects is dropped
+  // (and closed), so the next channel to that worker starts afresh.
+  openChannel(to, id, label, instance = '') {
+    const key = peerKey(to, instance);
+    this.retire(to, key);
+    let pc = this.outgoing.get(key);
     const fresh = !this.usable(pc);
     if (fresh) {
       pc = this.connect(id);
-      this.outgoing.set(to, pc);
+      this.outgoing.set(key, pc);
     }
     const channel = pc.createDataChannel(label, {ordered: true});
     channel.binaryType = 'arraybuffer';
@@ -164,7 +186,7 @@ export class DataNode {
         clearTimeout(timer);
         channel.close();
         if (pc.connectionState !== 'connected') {
-          if (this.outgoing.get(to) === pc) this.outgoing.delete(to);
+          if (this.outgoing.get(key) === pc) this.outgoing.delete(key);
           pc.close();
         }
         reject(new Error(reason));
@@ -187,17 +209,19 @@ export class DataNode {
     this.send({type: 'signal', transferId: id, data: {sdp: pc.localDescription.toJSON()}});
   }
 
-  // A channel labelled `label` that `from` will open under the arranged `id` (with an offer under
-  // that id when it needs a new connection) goes to accept(channel).
-  expect(id, from, label, accept) {
+  // A channel labelled `label` that `from` (its page load `instance`) will open under the arranged
+  // `id` (with an offer under that id when it needs a new connection) goes to accept(channel).
+  expect(id, from, label, accept, instance = '') {
+    const key = peerKey(from, instance);
+    this.retire(from, key);
     const early = this.unclaimed.get(id);
     if (early) {
       this.unclaimed.delete(id);
-      this.claim(early.channel, early.from, {from, label, accept});
+      this.claim(early.channel, early.from, {from, key, label, accept});
       for (const data of early.messages) early.channel.dispatchEvent(new MessageEvent('message', {data}));
       return;
     }
-    this.expected.set(id, {from, label, accept});
+    this.expected.set(id, {from, key, label, accept});
     setTimeout(() => { this.expected.delete(id); this.signaling.delete(id); }, EXPECT_MS);
   }
 
@@ -228,14 +252,15 @@ export class DataNode {
     else expected.accept(channel);
   }
 
-  async sendToPeer({transferId, sha256, to}) {
+  async sendToPeer({transferId, sha256, to, toInstance}) {
     const bytes = await this.getStore().get(sha256);
     if (!bytes) {
       this.send({type: 'blob-failed', transferId, sha256, reason: 'missing'});
       return;
     }
+    this.send({type: 'transfer-bytes', transferId, bytes: 0});  // alive, and it has the blob: the copy starts
     try {
-      const channel = await this.openChannel(to, transferId, `blob:${transferId}`);
+      const channel = await this.openChannel(to, transferId, `blob:${transferId}`, toInstance);
       await sendChunked(channel, bytes);
       channel.send('end');
     } catch (e) {
@@ -245,15 +270,17 @@ export class DataNode {
     this.send({type: 'transfer-bytes', transferId, bytes: bytes.byteLength});
   }
 
-  receiveFromPeer({transferId, sha256, size, from}) {
+  receiveFromPeer({transferId, sha256, size, from, fromInstance}) {
     // The data arrives on a channel labelled with the transfer, on a new or an existing connection.
-    this.expect(transferId, from, `blob:${transferId}`, channel => this.receiveBlob(channel, transferId, sha256, size));
+    const receive = channel => this.receiveBlob(channel, transferId, sha256, size);
+    this.expect(transferId, from, `blob:${transferId}`, receive, fromInstance);
   }
 
   receiveBlob(channel, transferId, sha256, size) {
     const buffer = new Uint8Array(size);
     let received = 0;
     let ended = false;
+    let reportedAt = performance.now();
     channel.onclose = () => {
       if (!ended) this.send(failure(transferId, sha256, `the data channel closed after ${received} of ${size} bytes`));
     };
@@ -262,6 +289,10 @@ export class DataNode {
         if (received + data.byteLength > size) { channel.close(); return; }  // more than announced: refuse
         buffer.set(new Uint8Array(data), received);
         received += data.byteLength;
+        if (performance.now() - reportedAt >= PROGRESS_MS) {
+          reportedAt = performance.now();
+          this.send({type: 'transfer-bytes', transferId, bytes: received});
+        }
         return;
       }
       ended = true;

@@ -5,7 +5,7 @@
 // frames). Direct messages go over links: data channels (static/worker/datanode.js) the appliance
 // arranges between the workers of two ranks, kept per run and worker. A direct message that
 // arrives before its task runs here waits in an inbox.
-import {sendChunked} from './datanode.js';
+import {peerKey, sendChunked} from './datanode.js';
 import {sha256Hex} from './sha256.js';
 
 const MAX_DIRECT = 256 * 1024 * 1024;  // one direct message, and all of those in the inbox
@@ -154,9 +154,9 @@ export class Peers {
     this.datanode = datanode;
     this.tasks = new Set();     // running tasks (of the task runner) whose sandbox has started
     this.pending = new Map();   // request id to the appliance -> {task, resolve}
-    this.links = new Map();     // `${runId}:${worker id}` -> Link
+    this.links = new Map();     // `${runId}:${peer key}` -> Link (datanode.js: a worker's page load)
     this.open = new Set();      // every open Link (two may join the same workers when both opened one)
-    this.workers = new Map();   // `${runId}.${group}.${stage}.${rank}` -> the worker id of that rank
+    this.workers = new Map();   // `${runId}.${group}.${stage}.${rank}` -> the peer key of that rank
     this.inbox = [];            // {header, data, at} of direct messages for no running task, oldest first
     this.inboxBytes = 0;
     this.nextId = 1;
@@ -269,13 +269,15 @@ export class Peers {
     const rankKey = `${runId}.${group}.${stage}.${toRank}`;
     const known = this.links.get(`${runId}:${this.workers.get(rankKey)}`);
     if (known) return known.ready;
-    const {linkId, to, error} = await this.ask(task, {type: 'peer-link', taskId: task.id, toRank});
+    const {linkId, to, toInstance, error} = await this.ask(task, {type: 'peer-link', taskId: task.id, toRank});
     if (error) throw new Error(`no link to rank ${toRank}: ${error}`);
-    this.workers.set(rankKey, to);
-    const key = `${runId}:${to}`;
+    const peer = peerKey(to, toInstance);
+    this.workers.set(rankKey, peer);
+    const key = `${runId}:${peer}`;
     if (!this.links.has(key)) {  // else opened by another send meanwhile, or by that worker
-      const link = this.newLink(linkId, runId, to);
-      link.ready = this.datanode.openChannel(to, linkId, `link:${linkId}`).then(channel => link.attach(channel));
+      const link = this.newLink(linkId, runId, peer);
+      const opened = this.datanode.openChannel(to, linkId, `link:${linkId}`, toInstance);
+      link.ready = opened.then(channel => link.attach(channel));
       link.ready.catch(() => this.dropLink(link));
       this.links.set(key, link);
     }
@@ -321,14 +323,16 @@ export class Peers {
   // sends on it once the opener's first message is here (a link is opened to send one): Chromium may
   // hand the opener what this end sends before the channel's open event, from which on the opener
   // listens, and a message sent sooner was lost (the collective waiting for it hung).
-  acceptLink({linkId, from, runId}) {
-    this.datanode.expect(linkId, from, `link:${linkId}`, channel => {
-      const link = this.newLink(linkId, runId, from).attach(channel);
+  acceptLink({linkId, from, runId, fromInstance}) {
+    const peer = peerKey(from, fromInstance);
+    const accept = channel => {
+      const link = this.newLink(linkId, runId, peer).attach(channel);
       link.ready = heard(channel).then(() => link);
       link.ready.catch(() => {});  // a link that closes is dropped on close
-      const key = `${runId}:${from}`;
+      const key = `${runId}:${peer}`;
       if (!this.links.has(key)) this.links.set(key, link);
-    });
+    };
+    this.datanode.expect(linkId, from, `link:${linkId}`, accept, fromInstance);
   }
 
   arrived(link, header, data) {

@@ -95,6 +95,7 @@ export const SOCKET_MESSAGES = {
         optional: true,
         default: [],
       },
+      instance: {type: 'str', pattern: '^([0-9a-f]{8,32})?$', optional: true, default: ''},
     },
     pong: {id: {type: 'int', required: true}},
     // What the tab's store holds now (PMRFS replicas and run blobs alike), as the worker page shows it.
@@ -292,12 +293,14 @@ export const SOCKET_MESSAGES = {
       transferId: {type: 'str', required: true},
       sha256: {type: 'str', required: true},
       to: {type: 'str', required: true},
+      toInstance: {type: 'str', optional: true, default: ''},
     },
     'blob-receive': {
       transferId: {type: 'str', required: true},
       sha256: {type: 'str', required: true},
       size: {type: 'int', required: true},
       from: {type: 'str', required: true},
+      fromInstance: {type: 'str', optional: true, default: ''},
     },
     'blob-delete': {sha256: {type: 'str', required: true}},
     signal: {
@@ -370,12 +373,14 @@ export const SOCKET_MESSAGES = {
       linkId: {type: 'str', required: true},
       from: {type: 'str', required: true},
       runId: {type: 'int', optional: true, default: 0},
+      fromInstance: {type: 'str', optional: true, default: ''},
     },
     'peer-link-reply': {
       replyTo: {type: 'int', required: true},
       linkId: {type: 'str', optional: true, default: ''},
       to: {type: 'str', optional: true, default: ''},
       error: {type: 'str', optional: true, default: ''},
+      toInstance: {type: 'str', optional: true, default: ''},
     },
     // A rank of the run lost its worker: direct receives from it and collectives cannot complete.
     'peer-lost': {

@@ -23,6 +23,9 @@ function newWorkerId() {
 // sessionStorage is per tab (a duplicated tab copies it; the appliance then says
 // duplicate-worker and this tab takes a new id).
 let workerId = sessionStorage.getItem(ID_KEY) || newWorkerId();
+// This page load: after a reload or a browser restart under the same worker id, peers know this
+// page for a new one (static/worker/datanode.js, peerKey).
+const instance = [...crypto.getRandomValues(new Uint8Array(8))].map(b => b.toString(16).padStart(2, '0')).join('');
 let store = null;
 let socket = null;
 let nextId = 1;
@@ -246,7 +249,7 @@ async function connect() {
   socket.onopen = async () => {
     opened = true;
     const hello = {type: 'hello', id: nextId++, workerId, capabilities: await capabilities()};
-    send({...hello, blobs: await store.keys(), tasks: tasks.held()});
+    send({...hello, instance, blobs: await store.keys(), tasks: tasks.held()});
     storedSent = '';
     await refreshStored();
   };

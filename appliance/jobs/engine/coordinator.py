@@ -15,7 +15,7 @@ from appliance.cloud import service as cloud
 from appliance.config import Settings
 from appliance.events import EndCause, TaskMessage, WorkerJoined, WorkerLeft
 from appliance.fleet import protocol as p
-from appliance.fleet.registry import Fleet
+from appliance.fleet.registry import Fleet, Worker
 from appliance.jobs import scheduling_policy
 from appliance.jobs.engine.admission import Admission
 from appliance.jobs.engine.ending import Ending
@@ -138,8 +138,9 @@ class Coordinator:
         self.shared.wake.set()
 
     def _resume(self, run: LiveRun, worker_id: str, held: set[str]) -> set[str]:
-        """A worker of the run is back: its attempts its page still has go on (their reports follow);
-        the others run again. Returns the ids that go on."""
+        """A worker of the run is back: its attempts its page still has go on (their reports follow;
+        one racing a stand-in, the first to finish wins); the others end, and their backups go on
+        in their place. Returns the ids that go on."""
         going = set()
         for attempt in [t for t in run.execution.active if t.worker_id == worker_id]:
             if attempt.id in held and attempt.state == "running":
@@ -148,7 +149,11 @@ class Coordinator:
             elif attempt.is_backup:
                 self.placement.drop_extra(run, attempt, TaskEvent.CANCEL, "its page no longer had it")
             else:
-                run.execution.retry(attempt, TaskEvent.CANCEL, "its page no longer had it")
+                # Its page started again: what it ran is gone, and so is what it sent the other ranks.
+                self.shared.logs.add(run.run_id, f"worker {worker_id} is back without {run.where(attempt)}")
+                run.execution.abandon(attempt, TaskEvent.CANCEL, "its page no longer had it")
+                if attempt.stage in run.execution.talking:
+                    self.placement.tell_loss(run, attempt.group, attempt.rank, "its page started again")
         return going
 
     def worker_left(self, event: WorkerLeft) -> None:
@@ -158,21 +163,35 @@ class Coordinator:
             return  # the appliance stops and closes every connection: the runs continue at the next start
         if run is not None and not run.ending:
             run.execution.transitions.because(f"worker-left:{worker.worker_id}")
-            holds_rank = run.execution.rank_of(worker.worker_id) is not None
-            running = [t for t in run.execution.active if t.worker_id == worker.worker_id and t.state == "running"]
-            if holds_rank and running:
-                # Its page runs on and reports when it reconnects; the rank waits for it a while.
-                run.seats.away[worker.worker_id] = time.monotonic()
-                self.shared.logs.add(
-                    run.run_id,
-                    f"worker {worker.worker_id} disconnected while running {run.where(running[0])}; "
-                    f"its rank waits up to {self.settings.job_reconnect_grace_seconds} s for it",
-                    level="warn",
-                )
-            else:
-                self.placement.unbind(run, worker.worker_id, Unbind.DISCONNECTED, "disconnected")
+            self._left(run, worker)
             self.shared.deliver(run)
         self.shared.wake.set()
+
+    def _left(self, run: LiveRun, worker: Worker) -> None:
+        """A worker of the run disconnected. A rank's task that was running starts again at once on an
+        idle worker, as a backup (if the browser comes back with its page still running it, the first
+        to finish wins); a stage whose ranks talk to each other starts again with a replacement. With
+        no idle worker, the rank waits up to the reconnect grace for its browser."""
+        holds_rank = run.execution.rank_of(worker.worker_id) is not None
+        running = [t for t in run.execution.active if t.worker_id == worker.worker_id and t.state == "running"]
+        if not (holds_rank and running):
+            self.placement.unbind(run, worker.worker_id, Unbind.DISCONNECTED, "disconnected")
+            return
+        task = running[0]
+        if self.speculation.stand_in(run, task):
+            run.seats.away[worker.worker_id] = time.monotonic()
+            return
+        if task.stage in run.execution.talking and self.placement.idle_worker(run) is not None:
+            self.placement.unbind(run, worker.worker_id, Unbind.DISCONNECTED, "disconnected (a replacement was idle)")
+            return
+        # Its page runs on and reports when it reconnects; the rank waits for it a while.
+        run.seats.away[worker.worker_id] = time.monotonic()
+        self.shared.logs.add(
+            run.run_id,
+            f"worker {worker.worker_id} disconnected while running {run.where(task)}; "
+            f"its rank waits up to {self.settings.job_reconnect_grace_seconds} s for it",
+            level="warn",
+        )
 
     def task_message(self, event: TaskMessage) -> None:
         self.reports.task_message(event)

@@ -67,47 +67,50 @@ class Placement:
         run.execution.assign(group, rank, worker.worker_id)
         run.seats.helpers.discard(worker.worker_id)
         run.seats.vacant_since.pop((group, rank), None)
-        worker.run_id = run.run_id
+        worker.serve(run.run_id)
         run.served_by(worker)
 
     def bind_extra(self, run: LiveRun, worker: Worker) -> None:
         """A worker runs an extra attempt of the run: as a helper when it serves no run yet."""
         if worker.run_id is None:
-            worker.run_id = run.run_id
+            worker.serve(run.run_id)
             run.seats.helpers.add(worker.worker_id)
         run.served_by(worker)
 
     def rebind(self, run: LiveRun, worker: Worker) -> None:
         """A rank's worker connected again (after a disconnection or a restart): its rank waited for it."""
         run.seats.away.pop(worker.worker_id, None)
-        worker.run_id = run.run_id
+        worker.serve(run.run_id)
         run.served_by(worker)
 
+    def idle_worker(self, run: LiveRun) -> Worker | None:
+        """The best eligible worker that serves no run, or None."""
+        candidates = [
+            w
+            for w in self.fleet.workers.values()
+            if selection.available(w)
+            and w.worker_id not in run.seats.excluded
+            and self.shared.eligible(w, run.spec, run.owner_id)
+        ]
+        return selection.ranked(candidates)[0] if candidates else None
+
     def fill_vacancies(self, run: LiveRun) -> None:
-        seats = run.seats
         for group, rank in run.execution.vacant_ranks():
-            candidates = [
-                w
-                for w in self.fleet.workers.values()
-                if selection.available(w)
-                and w.worker_id not in seats.excluded
-                and self.shared.eligible(w, run.spec, run.owner_id)
-            ]
-            if not candidates:
-                seats.vacant_since.setdefault((group, rank), time.monotonic())
+            worker = self.idle_worker(run)
+            if worker is None:
+                run.seats.vacant_since.setdefault((group, rank), time.monotonic())
                 continue
-            worker = selection.ranked(candidates)[0]
             self.bind_rank(run, group, rank, worker)
             self.shared.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
 
-    def hand_over(self, run: LiveRun, task: Task, slow_id: str, winner: Worker) -> None:
+    def hand_over(self, run: LiveRun, task: Task, slow_id: str, winner: Worker, why: str = "") -> None:
         """A helper outran the rank's own worker: it keeps the rank, whose next task then finds its
         input where it is, and the slower browser is free for other runs."""
         self.bind_rank(run, task.group, task.rank, winner)
         self.unbind(run, slow_id, Unbind.OUTRUN)
+        why = why or f"which outran {slow_id}"
         self.shared.logs.add(
-            run.run_id,
-            f"rank {task.rank} of group {task.group} moves to worker {winner.worker_id}, which outran {slow_id}",
+            run.run_id, f"rank {task.rank} of group {task.group} moves to worker {winner.worker_id}, {why}"
         )
 
     # ------------------------------------------------------------ unbinding
@@ -131,8 +134,9 @@ class Placement:
             seats.helpers.discard(worker_id)
         if running is not None:
             self.shared.send(worker, p.TaskCancel(task_id=running.id))
+        seats.away.pop(worker_id, None)
         if worker is not None and worker.run_id == run.run_id:
-            worker.run_id = None
+            worker.serve(None)
         if effect.exclude:  # its own log line said why (a judged cause's above, the caller's otherwise)
             seats.excluded.add(worker_id)
             why = "was taken off the run"
@@ -143,14 +147,17 @@ class Placement:
     def _vacate(self, run: LiveRun, worker_id: str, why: str | None) -> list[Task]:
         place = run.execution.rank_of(worker_id)
         again = run.execution.lose_worker(worker_id)
-        if place is None or why is None:
+        if place is None:
+            return again
+        if (heir := self._heir(run, place)) is not None:
+            self.bind_rank(run, *place, heir)  # its backup went on as the rank's task: its worker takes the rank
+        if why is None:
             return again
         group, rank = place
         TASK_FAILURES.labels("worker_lost").inc()
-        run.talk.epochs[group] = run.talk.epochs.get(group, 0) + 1
-        run.talk.lost_at[group] = time.monotonic()
-        self.peers.rank_lost(run, group, rank, f"its worker {why}")
-        run.seats.vacant_since.setdefault(place, time.monotonic())
+        self.tell_loss(run, group, rank, f"its worker {why}")
+        if heir is None:
+            run.seats.vacant_since.setdefault(place, time.monotonic())
         self.shared.logs.add(
             run.run_id,
             f"worker {worker_id} (rank {rank} of group {group}) {why}; "
@@ -158,6 +165,20 @@ class Placement:
             level="warn",
         )
         return again
+
+    def _heir(self, run: LiveRun, place: tuple[str, int]) -> Worker | None:
+        """The helper now running the rank's task (its backup, adopted when the rank's worker left)."""
+        for task in run.execution.active:
+            if (task.group, task.rank) == place and task.worker_id in run.seats.helpers and not task.is_backup:
+                return self.fleet.get(task.worker_id)
+        return None
+
+    def tell_loss(self, run: LiveRun, group: str, rank: int, why: str) -> None:
+        """The group's other ranks learn that ``rank`` lost what it ran: a stage whose ranks talk to each
+        other starts again (a new epoch, so no message of the old one is taken)."""
+        run.talk.epochs[group] = run.talk.epochs.get(group, 0) + 1
+        run.talk.lost_at[group] = time.monotonic()
+        self.peers.rank_lost(run, group, rank, why)
 
     def release_all(self, run: LiveRun) -> None:
         """The run ended: its workers and helpers serve nothing."""

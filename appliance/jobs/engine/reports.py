@@ -15,7 +15,7 @@ from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.staging import Staging, partition_problem, stalled_on
-from appliance.jobs.execution import Output, Task, TaskEvent, Try
+from appliance.jobs.execution import Attempt, Output, Task, TaskEvent, Try
 from appliance.jobs.metrics import TASK_FAILURES, TASKS_DONE, failure_cause
 from appliance.jobs.peers import Peers
 from appliance.jobs.sandbox_script import first_place, map_stack
@@ -146,7 +146,17 @@ class Reports:
                 return "an output key outside the task's prefix"
         return None
 
+    def _stood_in(self, run: LiveRun, backup: Attempt, winner: Worker) -> Task:
+        """A stand-in finished while the rank's browser is still away (coordinator._left): it is the
+        task's attempt now, and its worker takes the rank, so the rank's next task starts at once."""
+        task, away = backup.primary, backup.primary.worker_id or ""
+        run.execution.abandon(task, TaskEvent.WORKER_LOST, "the worker disconnected; its stand-in finished first")
+        self.placement.hand_over(run, task, away, winner, f"which stood in for {away} (disconnected)")
+        return task
+
     def _done(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskDone) -> None:
+        if task.is_backup and task.primary.worker_id in run.seats.away:
+            task = self._stood_in(run, task, worker)
         holders = set() if run.storage else {worker.worker_id}
         outputs = [
             Output(o.partition, o.sha256 or o.key or "", o.size, o.records, set(holders)) for o in message.outputs

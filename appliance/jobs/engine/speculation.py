@@ -62,6 +62,22 @@ class Speculation:
                 level="warn",
             )
 
+    def stand_in(self, run: LiveRun, task: Task) -> bool:
+        """The task's worker disconnected: a backup attempt starts at once on a spare worker, rather than
+        after the reconnect grace; False when the task may not be backed up or no worker is spare."""
+        if not run.execution.may_back_up(task):
+            return False
+        helper = self.placement.extra_worker(run, task)
+        if helper is None:
+            return False
+        note = (
+            f"worker {task.worker_id} disconnected while running {run.where(task)}: "
+            f"a backup attempt starts on worker {helper.worker_id} at once (if the browser comes back "
+            f"within {self.shared.settings.job_reconnect_grace_seconds} s, the first to finish wins)"
+        )
+        self._start_extra(run, run.execution.backup(task, helper.worker_id), helper, note, level="warn")
+        return True
+
     async def _replicate(self, run: LiveRun, clock: float) -> None:
         """Validation: start the replica attempts validated tasks need; end the run when a task's
         attempts can never agree."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Awaitable, Callable
 
 from appliance.cloud import service as cloud
 from appliance.events import EndCause
 from appliance.fleet import protocol as p
-from appliance.fleet.registry import Worker, copy_timeout
+from appliance.fleet.registry import Worker, copy_stall, copy_timeout
 from appliance.fleet.transfers import TransferTag
 from appliance.jobs.engine.ending import Ending
 from appliance.jobs.engine.live import LiveRun
@@ -40,6 +42,9 @@ class Staging:
         self.fleet = shared.fleet
         self.placement = placement
         self.ending = ending
+        # The last resort for an input no browser could send: the appliance's own copy (a pinned
+        # PMRFS object), fetched by the target over HTTP (pmrfs/datanodes.py); set by the app.
+        self.from_appliance: Callable[[str, int, Worker], Awaitable[bool]] | None = None
 
     def _forget_gone_holders(self, inputs: list[Output]) -> bool:
         """Drop holders that are no longer connected; True when some input has none left."""
@@ -251,13 +256,8 @@ class Staging:
 
     async def _prestage_copy(self, run: LiveRun, output: Output, target: Worker, key: tuple[str, str]) -> None:
         try:
-            for holder in sorted(output.holders):
-                source = self.fleet.get(holder)
-                if source is None:
-                    continue
-                tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)
-                timeout = copy_timeout(output.size)
-                if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
+            for source in self.sources(run, output):
+                if await self._copy_from(run, output, source, target):
                     # Unless the target left the run meanwhile (lineage forgot it as a holder).
                     if self.fleet.get(target.worker_id) is target and target.worker_id not in run.seats.excluded:
                         output.holders.add(target.worker_id)
@@ -265,11 +265,33 @@ class Staging:
         finally:
             run.transfers.prestaging.pop(key, None)
 
+    def sources(self, run: LiveRun, output: Output) -> list[Worker]:
+        """The output's connected holders to copy it from, suspect ones last: a holder that has not
+        answered lately, whose attempt in the run is stalled or backed up (slow), that failed copies
+        of the run or was taken off it. A copy from a holder that cannot send fails in seconds
+        (copy_stall), then the next is asked."""
+        now = time.monotonic()
+        failed = set(run.transfers.copy_failures.peers)
+        slow = {t.worker_id for t in run.execution.active if t.stalled or t in run.execution.backups}
+
+        def suspect(worker: Worker) -> bool:
+            worker_id = worker.worker_id
+            return (
+                not worker.answers(now) or worker_id in slow or worker_id in failed or worker_id in run.seats.excluded
+            )
+
+        live = [w for holder in sorted(output.holders) if (w := self.fleet.get(holder)) is not None]
+        return sorted(live, key=suspect)
+
+    async def _copy_from(self, run: LiveRun, output: Output, source: Worker, target: Worker) -> bool:
+        tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
+        timeout, stall = copy_timeout(output.size), copy_stall(source, target)
+        return await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag, stall)
+
     async def copy(self, run: LiveRun, target: Worker, inputs: list[Output]) -> str | None:
         """Copy the inputs the target does not hold from a worker that does; None when all arrived,
         otherwise what went wrong."""
         limit = asyncio.Semaphore(MAX_PARALLEL_COPIES)
-        tag = TransferTag(account=run.owner_id, run=run.run_id, private=run.spec.private_mode)  # billed to the run
 
         async def fetch(output: Output) -> str | None:
             if (early := run.transfers.prestaging.get((output.location, target.worker_id))) is not None:
@@ -277,17 +299,19 @@ class Staging:
                 if target.worker_id in output.holders:
                     return None
             async with limit:
-                holders = [h for h in sorted(output.holders) if self.fleet.get(h) is not None]
-                for holder in holders:
-                    source = self.fleet.get(holder)
-                    if source is None:
-                        continue
-                    timeout = copy_timeout(output.size)
-                    if await self.fleet.copy_blob(output.location, output.size, source, target, timeout, tag):
+                sources = self.sources(run, output)
+                for source in sources:
+                    if self.fleet.get(source.worker_id) is not source:
+                        continue  # it left while an earlier holder was asked
+                    if await self._copy_from(run, output, source, target):
                         output.holders.add(target.worker_id)
                         return None
-                    run.transfers.copy_failures.record(holder, target.worker_id)
-                return f"blob {output.location} could not be copied from {', '.join(holders) or 'any worker'}"
+                    run.transfers.copy_failures.record(source.worker_id, target.worker_id)
+                if self.from_appliance is not None and await self.from_appliance(output.location, output.size, target):
+                    output.holders.add(target.worker_id)
+                    return None
+                tried = ", ".join(s.worker_id for s in sources) or "any worker"
+                return f"blob {output.location} could not be copied from {tried}"
 
         missing = [o for o in inputs if target.worker_id not in o.holders]
         errors = [e for e in await asyncio.gather(*(fetch(o) for o in missing)) if e is not None]
