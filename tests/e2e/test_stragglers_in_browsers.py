@@ -369,21 +369,21 @@ def running_on(api: httpx.Client, run_id: int, worker: str, what: str, timeout: 
 
 
 @pytest.mark.parametrize("stage", ["map", "reduce"])
-def test_a_browser_stopped_mid_task_is_reported_stalled(appliance, api, lone, steady, straggler, urls, expected, stage):
+def test_a_browser_stopped_mid_task_is_taken_over_in_seconds(
+    appliance, api, lone, steady, straggler, urls, expected, stage
+):
     """SIGSTOP the lone Chromium's browser process once its tab runs a map (or a reduce); SIGCONT
     after the run ended.
 
-    What happens (Chromium 156): the renderer goes on, the page still answers pings, but the task
-    hangs where it needs the browser process (its fetch, storing its output). After
-    job_stall_seconds the appliance reports it stalled and starts a backup attempt on the fifth
-    tab. A stalled map's backup wins, and the stopped tab, outrun while it answered pings, is taken
-    off the run. A stalled reduce's backup cannot start: one of its inputs (the stopped tab's own map
-    output) lives only in that browser, so copying it times out, and then the stopped tab is taken
-    off the run. (Once a copy to or from the stopped tab was tried its page may also stop answering
-    pings, and the 45 s silence limit drops it first.) The fifth tab takes over its rank and runs
-    again what it held.
-    (With speculation off the stalled map hangs until the stage's timeout: nothing copies anything
-    from the tab, and it answers pings all along.)"""
+    What happens (Chromium 156): the renderer goes on, but the task hangs where it needs the
+    browser process (its fetch, storing its output), and the page's socket soon goes quiet too. Either
+    path ends with the fifth tab running the task and taking the rank:
+    - the page stops answering the pings a worker in a run gets every second: after about 3 s it
+      has left, and its task starts at once on the fifth tab (a stand-in);
+    - or it still answers, and after job_stall_seconds the task is reported stalled and gets a
+      backup attempt there (a stalled reduce's backup cannot copy the input only the stopped browser
+      holds: that copy fails within seconds and the stopped tab is taken off the run).
+    The fifth tab takes over its rank and runs again what it held."""
     tab = straggler.tabs[0]
     all_idle(api, steady.tabs + straggler.tabs)
     stuck = worker_id(tab)
@@ -422,10 +422,12 @@ def test_a_browser_stopped_mid_task_is_reported_stalled(appliance, api, lone, st
     rows = attempts(appliance, run_id)
     rank = next(r[1] for r in rows if r[0] == index and r[3] == stuck)
     where = f"{name} on rank {rank} of group A"
-    assert f"{where} is stalled: no progress for" in log and f"while worker {stuck} still answers" in log, log
-    assert f"{where} on worker {stuck} is " in log and "a backup attempt starts on worker" in log, log
-    if stage == "map":  # the backup won
-        assert (0, rank, stuck, "superseded") in [(r[0], r[1], r[3], r[4]) for r in rows], rows
+    stalled = f"{where} is stalled: no progress for" in log and f"while worker {stuck} still answers" in log
+    backed_up = f"{where} on worker {stuck} is " in log and "a backup attempt starts on worker" in log
+    stood_in = f"worker {stuck} disconnected while running {where}: a backup attempt starts on worker" in log
+    assert (stalled and backed_up) or stood_in, log
+    if stage == "map":  # the backup (or stand-in) won, or went on as the task once the browser was gone
+        assert (0, rank, stuck) in [(r[0], r[1], r[3]) for r in rows if r[4] in ("superseded", "lost")], rows
     # The stopped tab leaves the run (taken off as hung, or dropped for silence); another takes its rank.
     left = [f"worker {stuck} (rank {rank} of group A) {how}" for how in ("was taken off the run", "disconnected")]
     assert any(text in log for text in left), log

@@ -150,7 +150,12 @@ class Placement:
         if place is None:
             return again
         if (heir := self._heir(run, place)) is not None:
-            self.bind_rank(run, *place, heir)  # its backup went on as the rank's task: its worker takes the rank
+            self.bind_rank(run, *place, heir)
+            self.shared.logs.add(
+                run.run_id,
+                f"worker {heir.worker_id} took over rank {place[1]} of group {place[0]} (its backup attempt goes on "
+                "as the rank's task)",
+            )
         if why is None:
             return again
         group, rank = place
