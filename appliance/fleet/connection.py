@@ -200,6 +200,7 @@ class Session:
         sent = self.ping_sent.pop(message.id, None)
         if sent is not None:
             self.worker.rtt_ms = (time.monotonic() - sent) * 1000
+        self.worker.store_wait_ms = message.store_wait_ms
 
     async def _visibility(self, message: p.Visibility) -> None:
         self.worker.capabilities.visibility = message.state
@@ -346,11 +347,15 @@ class Session:
         now = time.monotonic()
         if self.unanswered_since is not None and worker.last_seen >= self.unanswered_since:
             self.unanswered_since = None  # it said something since
-        if self.unanswered_since is not None and now - self.unanswered_since > worker.silence_limit():
-            # Gone (a frozen browser keeps its socket open): it leaves the fleet now, not once the
-            # socket's close handshake would time out.
+        silent = now - self.unanswered_since if self.unanswered_since is not None else 0.0
+        hung = worker.store_wait_ms / 1000
+        if max(silent, hung) > worker.silence_limit():
+            # Gone: a frozen browser keeps its socket open, and a page whose browser process hangs
+            # still answers but its store does not. It leaves the fleet now (not once the socket's
+            # close handshake would time out); a page that lives reconnects, and its tasks go on.
             self.silenced = True
-            log.info("worker %s: no answer to pings for %.1f s", worker.worker_id, now - self.unanswered_since)
+            what = f"no answer to pings for {silent:.1f} s" if silent >= hung else f"its store hung for {hung:.1f} s"
+            log.info("worker %s: %s", worker.worker_id, what)
             if self.receiver is not None:
                 self.receiver.cancel()
             return

@@ -92,6 +92,8 @@ class Hello(Base, tag="hello"):
 
 class Pong(Base, tag="pong"):
     id: int
+    # How long the tab's store (IndexedDB, served by the browser process) has left a check unanswered.
+    store_wait_ms: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class Visibility(Base, tag="visibility"):

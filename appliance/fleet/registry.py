@@ -64,6 +64,7 @@ class Worker:
     connected_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.monotonic)
     rtt_ms: float | None = None
+    store_wait_ms: int = 0  # as its last pong said: its browser process hangs when this grows
     paused: bool = False
     pause_reason: str = ""
     # The PMRFS replicas the namenode records on this tab (placement spreads by them).

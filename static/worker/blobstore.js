@@ -14,6 +14,19 @@ export class BlobStore {
   constructor(workerId) {
     this.name = `peermr-blobs-${workerId}`;
     this.db = null;
+    this.checking = null;  // when the store's unanswered check began
+  }
+
+  // How long a tiny read has gone unanswered, in ms (0 when the last one came back): IndexedDB lives
+  // in the browser process, so while that process hangs this page still runs and answers pings, but
+  // its store never answers (nor do its task's fetches and output writes). The pong says it.
+  waitMs() {
+    if (this.checking !== null) return Math.round(performance.now() - this.checking);
+    const began = this.checking = performance.now();
+    this.transaction('readonly', s => request(s.count()))
+      .catch(() => {})
+      .finally(() => { if (this.checking === began) this.checking = null; });
+    return 0;
   }
 
   async open() {

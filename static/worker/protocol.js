@@ -97,7 +97,7 @@ export const SOCKET_MESSAGES = {
       },
       instance: {type: 'str', pattern: '^([0-9a-f]{8,32})?$', optional: true, default: ''},
     },
-    pong: {id: {type: 'int', required: true}},
+    pong: {id: {type: 'int', required: true}, storeWaitMs: {type: 'int', ge: 0, optional: true, default: 0}},
     // What the tab's store holds now (PMRFS replicas and run blobs alike), as the worker page shows it.
     stored: {blobs: {type: 'int', ge: 0, required: true}, bytes: {type: 'int', ge: 0, required: true}},
     visibility: {state: {type: 'enum', values: ['hidden', 'visible'], required: true}},

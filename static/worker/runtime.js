@@ -168,7 +168,7 @@ const handlers = {
     setState(pauseReason ? 'paused' : tasks.tasks.size ? 'busy' : 'idle');
     tasks.resend();
   },
-  ping(m) { send({type: 'pong', id: m.id}); },
+  ping(m) { send({type: 'pong', id: m.id, storeWaitMs: store ? store.waitMs() : 0}); },
   async 'probe-offer'(m) { await answerProbe(m); },
   state(m) { setState(m.state); },
   disconnect(m) {

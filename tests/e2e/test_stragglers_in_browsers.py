@@ -382,7 +382,8 @@ def test_a_browser_stopped_mid_task_is_taken_over_in_seconds(
       has left, and its task starts at once on the fifth tab (a stand-in);
     - or it still answers, and after job_stall_seconds the task is reported stalled and gets a
       backup attempt there (a stalled reduce's backup cannot copy the input only the stopped browser
-      holds: that copy fails within seconds and the stopped tab is taken off the run).
+      holds: that copy fails within seconds and the stopped tab is taken off the run); its store's
+      reads go unanswered, which the pongs say, so it leaves within seconds even so.
     The fifth tab takes over its rank and runs again what it held."""
     tab = straggler.tabs[0]
     all_idle(api, steady.tabs + straggler.tabs)
@@ -422,10 +423,11 @@ def test_a_browser_stopped_mid_task_is_taken_over_in_seconds(
     rows = attempts(appliance, run_id)
     rank = next(r[1] for r in rows if r[0] == index and r[3] == stuck)
     where = f"{name} on rank {rank} of group A"
-    stalled = f"{where} is stalled: no progress for" in log and f"while worker {stuck} still answers" in log
+    # A backup attempt of its task: as a stand-in once it left, or before that as a stalled (or, with
+    # the rest of the stage done, slow) task's backup.
     backed_up = f"{where} on worker {stuck} is " in log and "a backup attempt starts on worker" in log
     stood_in = f"worker {stuck} disconnected while running {where}: a backup attempt starts on worker" in log
-    assert (stalled and backed_up) or stood_in, log
+    assert backed_up or stood_in, log
     if stage == "map":  # the backup (or stand-in) won, or went on as the task once the browser was gone
         assert (0, rank, stuck) in [(r[0], r[1], r[3]) for r in rows if r[4] in ("superseded", "lost")], rows
     # The stopped tab leaves the run (taken off as hung, or dropped for silence); another takes its rank.
