@@ -48,6 +48,9 @@ class SimWorker:
         self.on_probe_offer = on_probe_offer  # the appliance's connectivity probe (ignored without it)
         self.blobs: list[str] = list(blobs or [])  # what its hello says it holds (as a tab's IndexedDB would)
         self.held: list[str] = []  # the task ids its hello says it still has (a page whose connection dropped)
+        # What its pongs say: None answers no ping (a frozen browser); a store wait (ms) > 0, a page
+        # whose browser process hangs.
+        self.store_wait_ms: int | None = 0
         self.ws: ClientConnection | None = None
         self.tasks: list[dict] = []  # every task-assign received (a streaming one once its input is complete)
         self.streaming: dict[str, dict] = {}  # task id -> a streaming task-assign still awaiting input
@@ -99,7 +102,7 @@ class SimWorker:
                     continue
                 kind = message["type"]
                 if kind == "ping":
-                    await self.send({"type": "pong", "id": message["id"]})
+                    await self._pong(message)
                 elif kind == "task-assign" and message.get("awaiting"):
                     self.streaming[message["taskId"]] = message
                 elif kind == "task-input" and message["taskId"] in self.streaming:
@@ -116,6 +119,10 @@ class SimWorker:
                         asyncio.create_task(self.on_probe_offer(self, message))
                 else:
                     self.messages.append(message)
+
+    async def _pong(self, ping: dict) -> None:
+        if self.store_wait_ms is not None:
+            await self.send({"type": "pong", "id": ping["id"], "storeWaitMs": self.store_wait_ms})
 
     def _run(self, task: dict) -> None:
         self.tasks.append(task)

@@ -196,6 +196,38 @@ async def test_a_worker_that_vanishes_mid_task_is_replaced(appliance, people, ca
             await w.close()
 
 
+@pytest.mark.parametrize("fault", ["frozen", "browser-process-hung"])
+async def test_a_worker_gone_quiet_mid_task_leaves_in_seconds_and_a_spare_stands_in(appliance, people, carol, fault):
+    """A frozen browser answers no ping; a hung browser process leaves its page answering, but its
+    store does not (the pong says how long). Either way the worker leaves the fleet within seconds,
+    its socket closed as silent (4002), and its task starts at once on the spare."""
+    cookie = cookie_of(people["carol"])
+    quiet = asyncio.Event()
+
+    async def quiet_on_map(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map" and not quiet.is_set():
+            quiet.set()
+            worker.store_wait_ms = None if fault == "frozen" else 60_000
+            return  # the task never ends there
+        await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": [], "emits": 0})
+
+    stuck = await SimWorker(appliance.url, cookie, on_task=quiet_on_map).start()
+    others = await start_workers(appliance.url, cookie, 2)
+    try:
+        run = carol.run(carol.job(job_script(workers=2)))
+        await asyncio.wait_for(quiet.wait(), 30)
+        done = await carol.wait(run["id"])
+        assert done["state"] == "succeeded", done
+        logs = carol.http.get(f"/runs/{run['id']}/logs").text
+        assert f"worker {stuck.worker_id} disconnected while running stage 1 (map)" in logs, logs
+        assert "a backup attempt starts on worker" in logs and "at once" in logs, logs
+        await asyncio.wait_for(stuck.reader, 10)
+        assert stuck.ws.close_code == 4002, stuck.ws.close_code
+    finally:
+        for w in [stuck, *others]:
+            await w.close()
+
+
 async def test_no_replacement_within_the_grace_period_fails_the_run(tmp_path):
     appliance = Appliance(tmp_path / "data", env={"PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": "2"}).start()
     try:
