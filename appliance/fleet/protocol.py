@@ -181,6 +181,7 @@ class TaskProgress(Base, tag="task-progress"):
     emits: Count
     bytes: Count = 0
     ticks: Count = 0  # context.progress() calls
+    beats: Count = 0  # the sandbox's heartbeats: the task's event loop turns (it is busy, not hung)
 
 
 class LogLine(msgspec.Struct):

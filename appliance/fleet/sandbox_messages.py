@@ -216,6 +216,7 @@ class Progress(Message, tag="progress"):
     emits: protocol.Count
     bytes: protocol.Count
     ticks: protocol.Count
+    beats: protocol.Count = 0  # the sandbox's heartbeat: its event loop turns (busy, not hung)
 
 
 class WorkerTimeout(Message, tag="worker-timeout"):

@@ -71,6 +71,7 @@ class Try:
     bytes: int = 0
     cpu_ms: int = 0
     ticks: int = 0  # context.progress() calls
+    beats: int = 0  # the sandbox's heartbeats (its event loop turns)
     # When its progress (emits, bytes written, ticks) last moved, and whether it is stalled now.
     progressed_at: float = 0.0
     stalled: bool = False
@@ -413,7 +414,7 @@ class RunExecution(Stragglers, Agreement):
         now = time.monotonic() if now is None else now
         task.worker_id = self.groups[task.group].ranks[task.rank]
         task.started = task.last_activity = task.progressed_at = now
-        task.emits = task.bytes = task.cpu_ms = task.ticks = 0
+        task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = 0
         task.outputs = []
         self.active.add(task)
         group = self.groups[task.group]
@@ -641,7 +642,8 @@ class RunExecution(Stragglers, Agreement):
             backup.last_activity,
             backup.progressed_at,
         )
-        task.emits, task.bytes, task.ticks, task.stalled = backup.emits, backup.bytes, backup.ticks, backup.stalled
+        task.emits, task.bytes, task.ticks, task.beats = backup.emits, backup.bytes, backup.ticks, backup.beats
+        task.stalled = backup.stalled
 
     def recompute_lost(self) -> list[Task]:
         """Run again every done task whose output no live worker holds while something still needs it.

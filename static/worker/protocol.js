@@ -152,6 +152,7 @@ export const SOCKET_MESSAGES = {
       emits: {type: 'int', ge: 0, required: true},
       bytes: {type: 'int', ge: 0, optional: true, default: 0},
       ticks: {type: 'int', ge: 0, optional: true, default: 0},
+      beats: {type: 'int', ge: 0, optional: true, default: 0},
     },
     'task-log': {
       taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
@@ -540,6 +541,7 @@ export const SANDBOX_MESSAGES = {
       emits: {type: 'int', ge: 0, required: true},
       bytes: {type: 'int', ge: 0, required: true},
       ticks: {type: 'int', ge: 0, required: true},
+      beats: {type: 'int', ge: 0, optional: true, default: 0},
     },
     // context.setWorkerTimeout(seconds) (relayed in task-worker-timeout).
     'worker-timeout': {seconds: {type: 'float', gt: 0, le: 604800, required: true}},

@@ -25,7 +25,7 @@
 //                    {type: 'load', url, text, scripts} (a warm sandbox: the run's script, and its scripts' texts)
 //                    {type: 'input', taskId, producer, inputs: [Blob]} (a streaming reduce: task.awaiting)
 //   sandbox -> page  {type: 'ready', reusable} (loaded: the page may run the run's next tasks in it),
-//                    {type: 'log', level, text, at}, {type: 'progress', emits, bytes, ticks},
+//                    {type: 'log', level, text, at}, {type: 'progress', emits, bytes, ticks, beats},
 //                    {type: 'worker-timeout', seconds}, {type: 'need-put-url', id, partition},
 //                    {type: 'output', partition, data (transferred), records}            (pmrfs)
 //                    {type: 'output', partition, key, size, records}                     (s3, after its PUT)
@@ -96,6 +96,8 @@
 
   const AUTO_FLUSH_BYTES = 32 * 1024 * 1024;
   const PROGRESS_MS = 250;
+  // The sandbox's own heartbeat while the task's event loop turns (docs/protocol.md, task-progress).
+  const BEAT_MS = 5000;
   const UNPACK_AHEAD = 4;  // a reduce's input pieces unpacked at once (readInputs)
   const MAX_TEXT = 2000;
   const MAX_STACK = 8000;
@@ -358,7 +360,22 @@
       return;
     }
     task.lastProgress = clock();
-    if (!task.ended) post({type: 'progress', emits: task.emits, bytes: task.flushedBytes + task.buffered, ticks: task.ticks});
+    if (!task.ended) {
+      post({type: 'progress', emits: task.emits, bytes: task.flushedBytes + task.buffered, ticks: task.ticks, beats: task.beats});
+    }
+  }
+
+  // A beat comes whenever the task's event loop turns (between its awaits: a fetch, a training
+  // step): a task that emits nothing for minutes is busy, not hung. One that never yields stops the
+  // beats and is found stalled, as before. Timed with the sandbox's own setTimeout (job code
+  // replaces the global one).
+  function beat(current) {
+    later(() => {
+      if (task !== current || current.ended) return;
+      current.beats++;
+      progress(true);
+      beat(current);
+    }, BEAT_MS);
   }
 
   // An emit of a stage that feeds a reduce in the shuffle format: kept with its key's other values
@@ -927,7 +944,7 @@
     const problem = task ? globalsAsFirst() : '';
     if (!task) firstGlobals = new Map(Reflect.ownKeys(scope).map(key => [key, Object.getOwnPropertyDescriptor(scope, key)]));
     task = {
-      spec, started: clock(), emits: 0, ticks: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
+      spec, started: clock(), emits: 0, ticks: 0, beats: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
       // Output that feeds a reduce in the shuffle format is grouped by key as it is emitted.
       grouping: spec.partitioning === 'hash' && spec.outputContentType === shuffle.TYPE, groups: shuffle.groups(), groupCount: 0,
       delivered: Promise.resolve(), completed: false, ended: false, finishing: null,
@@ -941,6 +958,7 @@
     });
     scope.context = ownedBy(task, makeContext(spec));
     task.stream = spec.kind === 'reduce' && spec.awaiting?.length ? streamedInput(spec, inputs || []) : null;
+    beat(task);
     if (problem) fail(new Error(`this sandbox cannot give the task fresh globals: ${problem}`));
     else run(inputs).catch(fail);
   }

@@ -447,8 +447,8 @@ export class TaskRunner {
   }
 
   progress(task, m) {
-    if (!isCount(m.emits) || !isCount(m.bytes) || !isCount(m.ticks ?? 0)) return;
-    task.progress = {emits: m.emits, bytes: m.bytes, ticks: m.ticks ?? 0};
+    if (!isCount(m.emits) || !isCount(m.bytes) || !isCount(m.ticks ?? 0) || !isCount(m.beats ?? 0)) return;
+    task.progress = {emits: m.emits, bytes: m.bytes, ticks: m.ticks ?? 0, beats: m.beats ?? 0};
     const wait = PROGRESS_MS - (Date.now() - task.progressAt);
     if (wait <= 0) this.sendProgress(task);
     else task.progressTimer ??= setTimeout(() => this.sendProgress(task), wait);
@@ -459,7 +459,7 @@ export class TaskRunner {
     task.progressTimer = null;
     const latest = task.progress;
     task.progress = null;
-    const signature = latest && `${latest.emits}/${latest.bytes}/${latest.ticks}`;
+    const signature = latest && `${latest.emits}/${latest.bytes}/${latest.ticks}/${latest.beats}`;
     if (!latest || task.ended || signature === task.sentProgress) return;
     task.sentProgress = signature;
     task.progressAt = Date.now();

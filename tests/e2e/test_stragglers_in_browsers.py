@@ -440,3 +440,42 @@ def test_a_browser_stopped_mid_task_is_taken_over_in_seconds(
     print(
         "\n".join(f"  {line['at'][11:23]} {line['source'][:8]} {line['text'][:160]}" for line in log_lines(api, run_id))
     )
+
+
+# Each map awaits for 1.5 stall limits without emitting or calling context.progress() (a long
+# training step); each reduce spins that long without yielding to its event loop.
+BUSY_JOB = """
+const execution = new JobExecution(storageType = 'pmrfs');
+execution.workerCount = 2;
+execution.setInputFn(async function input() {
+  return [1, 2, 3, 4];
+});
+const map = new MapStage(async function map(x) {
+  for (let t = 0; t < %(ms)d; t += 200) await new Promise(r => setTimeout(r, 200));
+  for await (const kv of x) context.emit(String(kv[1] %% 2), 1);
+  await context.onComplete();
+});
+execution.addStage(map);
+const reduce = new ReduceStage(async function reduce(keyToValues) {
+  const end = Date.now() + %(ms)d;
+  while (Date.now() < end) {}
+  for (const key in keyToValues) context.emit(key, keyToValues[key].length);
+  await context.onComplete();
+});
+execution.addStage(reduce);
+execution.start(jobRunner);
+"""
+
+
+def test_a_task_that_awaits_without_emitting_is_busy_and_one_that_spins_is_stalled(api, steady):
+    """The sandbox's heartbeat comes while a task's event loop turns: a map that awaits for longer
+    than the stall limit without a sign of progress is not stalled; a reduce that blocks its event
+    loop as long still is."""
+    all_idle(api, steady.tabs)
+    run_id = start(api, "busy-not-hung", BUSY_JOB % {"ms": STALL_SECONDS * 1500})
+    run = wait(api, run_id, timeout=180)
+    log = log_text(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + log
+    assert output(api, run_id) == {"0": 2, "1": 2}
+    assert not [line for line in log.splitlines() if line.startswith("stage 1 (map)") and "is stalled" in line], log
+    assert [line for line in log.splitlines() if line.startswith("stage 2 (reduce)") and "is stalled" in line], log

@@ -130,6 +130,33 @@ async def test_a_stalled_task_is_reported_and_its_backup_finishes_the_run(applia
             await w.close()
 
 
+async def test_a_task_whose_sandbox_beats_is_busy_not_stalled(appliance, carol_client, carol):
+    """A map that emits nothing for three stall limits while its sandbox's heartbeat comes (a long
+    training step) is never stalled, and finishes on its own worker."""
+    cookie = cookie_of(carol_client)
+
+    async def busy_maps(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            for beat in range(1, 3 * STALL_SECONDS + 1):
+                await asyncio.sleep(1)
+                await worker.send({"type": "task-progress", "taskId": task["taskId"], "emits": 0, "beats": beat})
+        await finish_empty(worker, task)
+
+    busy = await SimWorker(appliance.url, cookie, worker_id="busy-0001", on_task=busy_maps).start()
+    others = await start_workers(appliance.url, cookie, 2)
+    try:
+        run = carol.run(carol.job(job_script(workers=2)))
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        assert any(t["kind"] == "map" for t in busy.tasks)
+        log = log_text(carol, run["id"])
+        assert "is stalled" not in log, log
+        assert ("busy-0001", "done") in [(r[3], r[4]) for r in attempts(appliance, run["id"])]
+    finally:
+        for w in [busy, *others]:
+            await w.close()
+
+
 async def test_a_job_can_turn_speculation_off(appliance, carol_client, carol):
     cookie = cookie_of(carol_client)
     slow = await SimWorker(appliance.url, cookie, worker_id="slow-0002", on_task=slow_maps(4)).start()

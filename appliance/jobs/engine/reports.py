@@ -70,11 +70,17 @@ class Reports:
     # ------------------------------------------------------------ while a task runs
 
     def _progressed(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskProgress) -> None:
+        """Emits, bytes and progress() calls are progress (they reset the worker timeout); a heartbeat
+        only says the task is busy, not hung (it is not stalled)."""
         clock = time.monotonic()
-        task.last_activity = clock
-        if (message.emits, message.bytes, message.ticks) == (task.emits, task.bytes, task.ticks):
+        moved = (message.emits, message.bytes, message.ticks) != (task.emits, task.bytes, task.ticks)
+        if not moved and message.beats == task.beats:
+            task.last_activity = clock
             return
-        task.emits, task.bytes, task.ticks, task.progressed_at = message.emits, message.bytes, message.ticks, clock
+        if moved:
+            task.last_activity = clock
+            task.emits, task.bytes, task.ticks = message.emits, message.bytes, message.ticks
+        task.beats, task.progressed_at = message.beats, clock
         if task.stalled:
             task.stalled = False
             self.logs.add(run.run_id, f"{run.where(task)} makes progress again", level="info")
