@@ -330,11 +330,8 @@ class Session:
         """A worker serving a run is pinged every BUSY_PING_SECONDS; any other every PING_SECONDS, or
         as soon as it starts serving one."""
         worker = self.worker
-        if worker is not None and worker.busy:
+        if worker is None or worker.busy:  # before hello: look again soon (it comes at once)
             await asyncio.sleep(BUSY_PING_SECONDS)
-            return
-        if worker is None:
-            await asyncio.sleep(PING_SECONDS)
             return
         worker.engaged.clear()
         with contextlib.suppress(TimeoutError):

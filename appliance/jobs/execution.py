@@ -322,11 +322,13 @@ class RunExecution(Stragglers, Agreement):
         self.groups[task.group].count_done(task, +1)
 
     def rank_of(self, worker_id: str) -> tuple[str, int] | None:
-        for group in self.groups.values():
-            for rank, holder in enumerate(group.ranks):
-                if holder == worker_id:
-                    return group.letter, rank
-        return None
+        """The worker's first rank, or None."""
+        return next(iter(self.places_of(worker_id)), None)
+
+    def places_of(self, worker_id: str) -> list[tuple[str, int]]:
+        """Every rank the worker holds: one, or more in a run whose stages do not talk, when its
+        fleet shrank below its ranks (Placement.fill_vacancies)."""
+        return [(g.letter, r) for g in self.groups.values() for r, holder in enumerate(g.ranks) if holder == worker_id]
 
     # ------------------------------------------------------------ what can run
 
@@ -364,6 +366,7 @@ class RunExecution(Stragglers, Agreement):
                     continue
                 if self._inputs_complete(group, task) or self._may_stream(task):
                     found.append(task)
+                    occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
         return found
 
     def _may_stream(self, task: Task) -> bool:
@@ -593,8 +596,7 @@ class RunExecution(Stragglers, Agreement):
 
         Returns the tasks that will run again.
         """
-        place = self.rank_of(worker_id)
-        if place is not None:
+        for place in self.places_of(worker_id):
             self.assign(*place, None)
         rerun = []
         for backup in [b for b in self.all_extra_attempts() if b.worker_id == worker_id]:

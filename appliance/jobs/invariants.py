@@ -37,8 +37,8 @@ def _problems(execution: RunExecution) -> Iterator[str]:
     if doubled := sorted(w for w, n in busy.items() if n > 1):
         yield f"workers {', '.join(doubled)} run two attempts at once"
     holders = Counter(w for group in execution.groups.values() for w in group.ranks if w is not None)
-    if twice := sorted(w for w, n in holders.items() if n > 1):
-        yield f"workers {', '.join(twice)} hold two ranks"
+    if execution.talking and (twice := sorted(w for w, n in holders.items() if n > 1)):
+        yield f"workers {', '.join(twice)} hold two ranks of a run whose ranks talk"
     yield from _counts(execution)
 
 

@@ -8,6 +8,7 @@ import {sha256Hex} from './sha256.js';
 const CHUNK = 64 * 1024;          // data channel message size every browser accepts
 const HIGH_WATER = 4 * 1024 * 1024;
 const OPEN_TIMEOUT_MS = 20_000;   // a channel not open by then will not open: fail fast
+const REUSE_OPEN_MS = 1000;       // on a known connection a channel opens at once, or the connection is dead
 const EXPECT_MS = 120_000;        // how long an arranged channel may take to arrive
 const EARLY_MS = 10_000;          // and how long one that came before the appliance's word of it waits
 // A receiving tab reports the bytes in so far this often: the appliance gives up on a copy whose
@@ -164,34 +165,48 @@ export class DataNode {
   }
 
   // A data channel to a peer worker's page load `instance`, on this tab's connection to it or on a
-  // new one signaled under `id`; resolves once open. A new connection that never connects is dropped
-  // (and closed), so the next channel to that worker starts afresh.
-  openChannel(to, id, label, instance = '') {
+  // new one signaled under `id`; resolves once open. A known connection that opens no channel at
+  // once (its peer was frozen, or their association died while the connection still looks alive)
+  // is closed and a new one made; a new one that never connects is dropped (and closed), so the
+  // next channel to that worker starts afresh.
+  async openChannel(to, id, label, instance = '') {
     const key = peerKey(to, instance);
     this.retire(to, key);
-    let pc = this.outgoing.get(key);
-    const fresh = !this.usable(pc);
-    if (fresh) {
-      pc = this.connect(id);
-      this.outgoing.set(key, pc);
+    const known = this.outgoing.get(key);
+    if (this.usable(known)) {
+      try {
+        return await this.channelOn(known, label, REUSE_OPEN_MS);
+      } catch {
+        if (this.outgoing.get(key) === known) this.outgoing.delete(key);
+        known.close();
+      }
     }
+    const pc = this.connect(id);
+    this.outgoing.set(key, pc);
+    try {
+      return await this.channelOn(pc, label, OPEN_TIMEOUT_MS, () => this.offer(pc, id));
+    } catch (e) {
+      if (this.outgoing.get(key) === pc) this.outgoing.delete(key);
+      pc.close();
+      throw e;
+    }
+  }
+
+  // A data channel on `pc`, resolved once open; `offer()` first offers a new connection.
+  channelOn(pc, label, timeoutMs, offer) {
     const channel = pc.createDataChannel(label, {ordered: true});
     channel.binaryType = 'arraybuffer';
     channel.bufferedAmountLowThreshold = HIGH_WATER / 2;
-    const opened = new Promise((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       let settled = false;
       const fail = reason => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         channel.close();
-        if (pc.connectionState !== 'connected') {
-          if (this.outgoing.get(key) === pc) this.outgoing.delete(key);
-          pc.close();
-        }
         reject(new Error(reason));
       };
-      const timer = setTimeout(() => fail(`the data channel did not open within ${OPEN_TIMEOUT_MS / 1000} s`), OPEN_TIMEOUT_MS);
+      const timer = setTimeout(() => fail(`the data channel did not open within ${timeoutMs / 1000} s`), timeoutMs);
       channel.addEventListener('open', () => {
         settled = true;
         clearTimeout(timer);
@@ -199,9 +214,8 @@ export class DataNode {
       }, {once: true});
       channel.addEventListener('error', () => fail('the data channel failed before it opened'), {once: true});
       channel.addEventListener('close', () => fail('the data channel closed before it opened'), {once: true});
-      if (fresh) this.offer(pc, id).catch(e => fail(`could not offer a connection: ${e.message || e}`));
+      offer?.().catch(e => fail(`could not offer a connection: ${e.message || e}`));
     });
-    return opened;
   }
 
   async offer(pc, id) {

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, start_workers
+from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, finish_empty, start_workers
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
 NOOP_JOB = """
@@ -187,9 +187,11 @@ async def test_a_worker_that_vanishes_mid_task_is_replaced(appliance, people, ca
         spare = await start_workers(appliance.url, cookie, 1)
         done = await carol.wait(run["id"])
         assert done["state"] == "succeeded", done
-        assert spare[0].tasks, "the spare worker took over the lost rank"
         logs = carol.http.get(f"/runs/{run['id']}/logs").text
-        assert "disconnected" in logs and "took over rank" in logs
+        # Its map ran again at once on a worker with nothing to do (the other rank's, its map done,
+        # or the spare), which then held the lost rank.
+        assert "disconnected while running stage 1 (map)" in logs and "a backup attempt starts on worker" in logs
+        assert "moves to worker" in logs or "took over rank" in logs, logs
         await spare[0].close()
     finally:
         for w in steady:
@@ -246,6 +248,67 @@ async def test_no_replacement_within_the_grace_period_fails_the_run(tmp_path):
         failed = await api.wait(run["id"], timeout=30)
         assert failed["state"] == "failed"
         assert "lost its worker and no eligible worker became free within 2 s" in failed["reason"]
+        for w in workers:
+            await w.close()
+    finally:
+        appliance.stop()
+
+
+@pytest.mark.parametrize(("workers", "leaving"), [(3, 1), (4, 2)])
+async def test_a_run_outlives_browsers_gone_for_good_with_no_spare(appliance, people, carol, workers, leaving):
+    """Browsers closed for good mid-map, none spare: their ranks go to the run's remaining browsers,
+    which run their tasks one after the other, and the run finishes."""
+    cookie = cookie_of(people["carol"])
+
+    async def leave_on_map(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            await worker.close()  # mid-task, for good
+            return
+        await finish_empty(worker, task)
+
+    staying = await start_workers(appliance.url, cookie, workers - leaving)
+    leavers = [await SimWorker(appliance.url, cookie, on_task=leave_on_map).start() for _ in range(leaving)]
+    try:
+        run = carol.run(carol.job(job_script(workers=workers)))
+        done = await carol.wait(run["id"], timeout=60)
+        assert done["state"] == "succeeded", done
+        logs = carol.http.get(f"/runs/{run['id']}/logs").text
+        for leaver in leavers:
+            assert f"worker {leaver.worker_id} disconnected while running stage 1 (map)" in logs, logs
+        # Each lost rank went to a browser that already held one: as the stand-in that finished its
+        # map, or once the rank fell vacant.
+        assert logs.count("as well: no other eligible worker is free") + logs.count("which stood in for") >= leaving
+        assert sum(1 for w in staying for t in w.tasks if t["kind"] == "reduce") == workers
+    finally:
+        for w in [*staying, *leavers]:
+            await w.close()
+
+
+async def test_a_stage_that_talks_to_other_ranks_still_needs_a_replacement(tmp_path):
+    appliance = Appliance(tmp_path / "data", env={"PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": "2"}).start()
+    try:
+        client = appliance.client()
+        client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+        api = Api(appliance, token_for(appliance, ADMIN_EMAIL))
+
+        async def leave_on_rank_1(worker: SimWorker, task: dict) -> None:
+            if task["kind"] == "map" and task["rank"] == 1:
+                await worker.close()
+            elif task["kind"] != "map":
+                await finish_empty(worker, task)
+            # rank 0's map waits for rank 1's message, which never comes
+
+        workers = [await SimWorker(appliance.url, cookie_of(client), on_task=leave_on_rank_1).start() for _ in range(2)]
+        script = job_script(workers=2).replace(
+            "async function map(x) { await context.onComplete(); }",
+            "async function map(x) { if (context.rank === 1) await context.sendToRank(0, 't', 1); "
+            "await context.onComplete(); }",
+        )
+        run = api.run(api.job(script))
+        failed = await api.wait(run["id"], timeout=30)
+        assert failed["state"] == "failed"
+        assert "lost its worker and no eligible worker became free within 2 s" in failed["reason"]
+        assert "its stages talk to other ranks: each rank needs a worker of its own" in failed["reason"]
         for w in workers:
             await w.close()
     finally:

@@ -88,11 +88,11 @@ async def test_scores_rise_for_completed_tasks_and_fall_for_a_disconnect_mid_tas
 
     flaky = await SimWorker(appliance.url, cookie, worker_id="flaky-0001", on_task=vanish_on_map).start()
     steady = await SimWorker(appliance.url, cookie, worker_id="steady-0001", on_task=complete).start()
-    spare = None
+    # Connected last, it gets no rank: it stands in for the flaky worker's map, and keeps its rank.
+    spare = await SimWorker(appliance.url, cookie, worker_id="spare-0001", on_task=complete).start()
     try:
         run = carol.run(carol.job(job_script(workers=2)))
         await asyncio.wait_for(vanished.wait(), 30)
-        spare = await SimWorker(appliance.url, cookie, worker_id="spare-0001", on_task=complete).start()
         done = await carol.wait(run["id"])
         assert done["state"] == "succeeded", done
         points = await scored(appliance, run["id"])

@@ -47,14 +47,15 @@ def test_a_backup_race_and_a_lost_worker_keep_every_invariant():
 
 def test_a_step_that_breaks_an_invariant_is_named():
     run = RunExecution(7, spec("map"))
-    started(run, ["w0", "w0"])  # one worker holding two ranks
+    run.talking = frozenset({0})  # a run whose ranks talk to each other
+    started(run, ["w0", "w0"])  # one worker holding two of its ranks
     [first] = run_ready(run)
     first.state = "waiting"  # and an attempt under way that says it waits
     with pytest.raises(invariants.InvariantBroken) as broken:
         invariants.check(run)
     assert "run 7" in str(broken.value)
     assert "the active set is not the attempts staging or running" in str(broken.value)
-    assert "workers w0 hold two ranks" in str(broken.value)
+    assert "workers w0 hold two ranks of a run whose ranks talk" in str(broken.value)
 
 
 def test_a_done_count_that_drifts_is_caught():

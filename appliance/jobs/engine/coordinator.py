@@ -225,6 +225,7 @@ class Coordinator:
             return
         self._give_up_on_away(run, clock)
         self.placement.fill_vacancies(run)
+        self.placement.spread(run)
         if await self._out_of_time(run, clock):
             return
         self._time_out_idle(run, clock)
@@ -276,6 +277,8 @@ class Coordinator:
             cause = EndCause.APPLIANCE_RESTART
             reason = f"the worker of rank {rank} of group {group} did not come back after the appliance restarted"
         reason += f" and no eligible worker became free within {grace} s"
+        if run.execution.talking:
+            reason += " (its stages talk to other ranks: each rank needs a worker of its own)"
         if (group, rank) in durability.not_back and durability.lost_in_restart:
             reason += f"; lost with the workers that did not come back: {durability.lost_in_restart}"
         return cause, reason

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from appliance.fleet import protocol as p
@@ -95,13 +96,70 @@ class Placement:
         return selection.ranked(candidates)[0] if candidates else None
 
     def fill_vacancies(self, run: LiveRun) -> None:
+        """A vacant rank goes to an idle eligible worker; with none, in a run whose ranks do not talk, to
+        the run's worker holding the fewest ranks (it runs their tasks one after the other), so a run
+        outlives the browsers that leave it as long as one is left. A rank waits for a replacement
+        (and the run fails after the replacement grace) only when its stages talk to other ranks."""
         for group, rank in run.execution.vacant_ranks():
             worker = self.idle_worker(run)
+            if worker is None and (worker := self._co_holder(run)) is not None:
+                self.bind_rank(run, group, rank, worker)
+                self.shared.logs.add(
+                    run.run_id,
+                    f"worker {worker.worker_id} takes rank {rank} of group {group} as well: no other eligible "
+                    "worker is free",
+                    level="warn",
+                )
+                continue
             if worker is None:
                 run.seats.vacant_since.setdefault((group, rank), time.monotonic())
                 continue
             self.bind_rank(run, group, rank, worker)
             self.shared.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
+
+    def _co_holder(self, run: LiveRun) -> Worker | None:
+        """The connected worker of the run holding the fewest of its ranks, in a run whose ranks do
+        not talk (its collectives need a worker per rank); None otherwise."""
+        if run.execution.talking:
+            return None
+        held = Counter(w for group in run.execution.groups.values() for w in group.ranks if w is not None)
+        present = [
+            w
+            for worker_id in held
+            if (w := self.fleet.get(worker_id)) is not None
+            and worker_id not in run.seats.away
+            and worker_id not in run.seats.excluded
+        ]
+        return min(selection.ranked(present), key=lambda w: held[w.worker_id], default=None)
+
+    def spread(self, run: LiveRun) -> None:
+        """A worker holding more than one rank hands one whose next task has not started to an idle
+        eligible worker that joined meanwhile (the run grows back to a worker per rank)."""
+        if not (doubled := self._doubled(run)):
+            return
+        execution = run.execution
+        for group, rank in doubled:
+            task = execution.groups[group].first_not_done(rank)
+            if task is not None and task.state != "waiting":
+                continue  # under way on its holder: it moves once that task is done
+            if (worker := self.idle_worker(run)) is None:
+                return
+            self.bind_rank(run, group, rank, worker)
+            self.shared.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
+
+    @staticmethod
+    def _doubled(run: LiveRun) -> list[tuple[str, int]]:
+        """The ranks of workers holding more than one, but each worker's first."""
+        seen: set[str] = set()
+        doubled = []
+        for group in run.execution.groups.values():
+            for rank, holder in enumerate(group.ranks):
+                if holder is None:
+                    continue
+                if holder in seen:
+                    doubled.append((group.letter, rank))
+                seen.add(holder)
+        return doubled
 
     def hand_over(self, run: LiveRun, task: Task, slow_id: str, winner: Worker, why: str = "") -> None:
         """A helper outran the rank's own worker: it keeps the rank, whose next task then finds its
@@ -145,30 +203,28 @@ class Placement:
         return again
 
     def _vacate(self, run: LiveRun, worker_id: str, why: str | None) -> list[Task]:
-        place = run.execution.rank_of(worker_id)
+        places = run.execution.places_of(worker_id)
         again = run.execution.lose_worker(worker_id)
-        if place is None:
-            return again
-        if (heir := self._heir(run, place)) is not None:
-            self.bind_rank(run, *place, heir)
+        for group, rank in places:
+            if (heir := self._heir(run, (group, rank))) is not None:
+                self.bind_rank(run, group, rank, heir)
+                self.shared.logs.add(
+                    run.run_id,
+                    f"worker {heir.worker_id} took over rank {rank} of group {group} (its backup attempt goes on "
+                    "as the rank's task)",
+                )
+            if why is None:
+                continue
+            TASK_FAILURES.labels("worker_lost").inc()
+            self.tell_loss(run, group, rank, f"its worker {why}")
+            if heir is None:
+                run.seats.vacant_since.setdefault((group, rank), time.monotonic())
             self.shared.logs.add(
                 run.run_id,
-                f"worker {heir.worker_id} took over rank {place[1]} of group {place[0]} (its backup attempt goes on "
-                "as the rank's task)",
+                f"worker {worker_id} (rank {rank} of group {group}) {why}; "
+                f"{len(again)} task(s) will run again on its replacement",
+                level="warn",
             )
-        if why is None:
-            return again
-        group, rank = place
-        TASK_FAILURES.labels("worker_lost").inc()
-        self.tell_loss(run, group, rank, f"its worker {why}")
-        if heir is None:
-            run.seats.vacant_since.setdefault(place, time.monotonic())
-        self.shared.logs.add(
-            run.run_id,
-            f"worker {worker_id} (rank {rank} of group {group}) {why}; "
-            f"{len(again)} task(s) will run again on its replacement",
-            level="warn",
-        )
         return again
 
     def _heir(self, run: LiveRun, place: tuple[str, int]) -> Worker | None:

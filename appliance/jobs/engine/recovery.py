@@ -97,7 +97,7 @@ class Recovery:
         if missing and clock < durability.recovering_until:
             return False
         durability.recovering_until = 0.0
-        durability.not_back = {place for w in missing if (place := execution.rank_of(w)) is not None}
+        durability.not_back = {place for w in missing for place in execution.places_of(w)}
         again = [task for worker_id in missing for task in self.placement.unbind(run, worker_id, Unbind.NOT_BACK)]
         if not execution.cloud:
             again += execution.recompute_lost()

@@ -157,7 +157,8 @@ class Reports:
         task's attempt now, and its worker takes the rank, so the rank's next task starts at once."""
         task, away = backup.primary, backup.primary.worker_id or ""
         run.execution.abandon(task, TaskEvent.WORKER_LOST, "the worker disconnected; its stand-in finished first")
-        self.placement.hand_over(run, task, away, winner, f"which stood in for {away} (disconnected)")
+        if winner.worker_id in run.seats.helpers or not run.execution.talking:
+            self.placement.hand_over(run, task, away, winner, f"which stood in for {away} (disconnected)")
         return task
 
     def _done(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskDone) -> None:
@@ -206,7 +207,7 @@ class Reports:
         self.placement.unbind(run, loser_worker, Unbind.EXTRA_ENDED)
         if loser_id in stalled:
             self.placement.unbind(run, loser_worker, Unbind.HUNG, stalled_on(run, task))
-        elif winner.worker_id in run.seats.helpers and run.execution.rank_of(loser_worker) == (task.group, task.rank):
+        elif winner.worker_id in run.seats.helpers and (task.group, task.rank) in run.execution.places_of(loser_worker):
             self.placement.hand_over(run, task, loser_worker, winner)
 
     def _failed(self, run: LiveRun, task: Task, message: p.TaskFailed) -> None:

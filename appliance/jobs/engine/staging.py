@@ -88,6 +88,13 @@ class Staging:
         if self._forget_gone_holders(inputs):
             if task.is_backup:
                 self.placement.drop_extra(run, task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
+                if (away := task.primary.worker_id) in run.seats.away:
+                    # A stand-in whose input lived only on the browser that left: waiting for that
+                    # browser would cost the reconnect grace; its rank moves now, and lineage
+                    # computes the input again.
+                    self.placement.unbind(
+                        run, away or "", Unbind.DISCONNECTED, "disconnected holding its stand-in's input"
+                    )
                 return None
             # An input's last holder left before it could be copied: recompute it, then start again.
             run.execution.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
