@@ -230,28 +230,34 @@ async def test_a_worker_gone_quiet_mid_task_leaves_in_seconds_and_a_spare_stands
             await w.close()
 
 
-async def test_no_replacement_within_the_grace_period_fails_the_run(tmp_path):
+@pytest.fixture
+def short_grace(tmp_path):
+    """An appliance of its own whose vacant ranks wait 2 s for a replacement, its admin's API and cookie."""
     appliance = Appliance(tmp_path / "data", env={"PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": "2"}).start()
     try:
         client = appliance.client()
         client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
-        api = Api(appliance, token_for(appliance, ADMIN_EMAIL))
-
-        async def hang(worker: SimWorker, task: dict) -> None:
-            if task["kind"] == "map":
-                await worker.close()
-            else:
-                await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": []})
-
-        workers = [await SimWorker(appliance.url, cookie_of(client), on_task=hang).start() for _ in range(2)]
-        run = api.run(api.job(job_script(workers=2)))
-        failed = await api.wait(run["id"], timeout=30)
-        assert failed["state"] == "failed"
-        assert "lost its worker and no eligible worker became free within 2 s" in failed["reason"]
-        for w in workers:
-            await w.close()
+        yield appliance, Api(appliance, token_for(appliance, ADMIN_EMAIL)), cookie_of(client)
     finally:
         appliance.stop()
+
+
+async def test_no_replacement_within_the_grace_period_fails_the_run(short_grace):
+    appliance, api, cookie = short_grace
+
+    async def hang(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            await worker.close()
+        else:
+            await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": []})
+
+    workers = [await SimWorker(appliance.url, cookie, on_task=hang).start() for _ in range(2)]
+    run = api.run(api.job(job_script(workers=2)))
+    failed = await api.wait(run["id"], timeout=30)
+    assert failed["state"] == "failed"
+    assert "lost its worker and no eligible worker became free within 2 s" in failed["reason"]
+    for w in workers:
+        await w.close()
 
 
 @pytest.mark.parametrize(("workers", "leaving"), [(3, 1), (4, 2)])
@@ -284,35 +290,29 @@ async def test_a_run_outlives_browsers_gone_for_good_with_no_spare(appliance, pe
             await w.close()
 
 
-async def test_a_stage_that_talks_to_other_ranks_still_needs_a_replacement(tmp_path):
-    appliance = Appliance(tmp_path / "data", env={"PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": "2"}).start()
-    try:
-        client = appliance.client()
-        client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
-        api = Api(appliance, token_for(appliance, ADMIN_EMAIL))
+async def test_a_stage_that_talks_to_other_ranks_still_needs_a_replacement(short_grace):
+    appliance, api, cookie = short_grace
 
-        async def leave_on_rank_1(worker: SimWorker, task: dict) -> None:
-            if task["kind"] == "map" and task["rank"] == 1:
-                await worker.close()
-            elif task["kind"] != "map":
-                await finish_empty(worker, task)
-            # rank 0's map waits for rank 1's message, which never comes
+    async def leave_on_rank_1(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map" and task["rank"] == 1:
+            await worker.close()
+        elif task["kind"] != "map":
+            await finish_empty(worker, task)
+        # rank 0's map waits for rank 1's message, which never comes
 
-        workers = [await SimWorker(appliance.url, cookie_of(client), on_task=leave_on_rank_1).start() for _ in range(2)]
-        script = job_script(workers=2).replace(
-            "async function map(x) { await context.onComplete(); }",
-            "async function map(x) { if (context.rank === 1) await context.sendToRank(0, 't', 1); "
-            "await context.onComplete(); }",
-        )
-        run = api.run(api.job(script))
-        failed = await api.wait(run["id"], timeout=30)
-        assert failed["state"] == "failed"
-        assert "lost its worker and no eligible worker became free within 2 s" in failed["reason"]
-        assert "its stages talk to other ranks: each rank needs a worker of its own" in failed["reason"]
-        for w in workers:
-            await w.close()
-    finally:
-        appliance.stop()
+    workers = [await SimWorker(appliance.url, cookie, on_task=leave_on_rank_1).start() for _ in range(2)]
+    script = job_script(workers=2).replace(
+        "async function map(x) { await context.onComplete(); }",
+        "async function map(x) { if (context.rank === 1) await context.sendToRank(0, 't', 1); "
+        "await context.onComplete(); }",
+    )
+    run = api.run(api.job(script))
+    failed = await api.wait(run["id"], timeout=30)
+    assert failed["state"] == "failed"
+    assert "lost its worker and no eligible worker became free within 2 s" in failed["reason"]
+    assert "its stages talk to other ranks: each rank needs a worker of its own" in failed["reason"]
+    for w in workers:
+        await w.close()
 
 
 async def test_a_job_error_fails_the_run_with_the_message(appliance, people, carol):
