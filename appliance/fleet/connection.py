@@ -333,9 +333,14 @@ class Session:
         if worker is None or worker.busy:  # before hello: look again soon (it comes at once)
             await asyncio.sleep(BUSY_PING_SECONDS)
             return
-        worker.engaged.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(worker.engaged.wait(), PING_SECONDS)
+        loop = asyncio.get_running_loop()
+        worker.nudge = nudge = loop.create_future()
+        timer = loop.call_later(PING_SECONDS, lambda: nudge.done() or nudge.set_result(None))
+        try:
+            await nudge
+        finally:
+            timer.cancel()
+            worker.nudge = None
 
     async def _ping(self) -> None:
         worker = self.worker

@@ -86,8 +86,9 @@ class Worker:
     # The page load the connection comes from (its hello says): a browser whose page started again
     # under the same worker id is another peer, whose old connections are gone.
     instance: str = ""
-    # Set when the worker starts serving a run: its connection pings it often from then on.
-    engaged: asyncio.Event = field(default_factory=asyncio.Event)
+    # What its idle connection waits on until the next ping: serve() ends the wait early, so that
+    # a worker given a run is pinged often from then on (a bare future: thousands wait at once).
+    nudge: asyncio.Future | None = None
 
     # Requests to this worker waiting for the reply that names their id.
     pending: dict[int, asyncio.Future] = field(default_factory=dict)
@@ -100,8 +101,8 @@ class Worker:
     def serve(self, run_id: int | None) -> None:
         """Serve a run (or none); only the engine's placement calls it."""
         self.run_id = run_id
-        if run_id is not None:
-            self.engaged.set()
+        if run_id is not None and self.nudge is not None and not self.nudge.done():
+            self.nudge.set_result(None)
 
     def silence_limit(self) -> float:
         """How long a ping may go unanswered before the worker is taken for gone."""
