@@ -1,15 +1,22 @@
-"""Faults in real Chromium workers, each handled by the path meant for it: a browser frozen whole
-(every process of it stopped) in a map or a reduce, a browser killed in a map and started again
-under the same worker id, and a tab closed in a map. The rank's task starts at once on a spare
-worker as a backup (a stand-in), and the run ends with the right output.
+"""Faults in real Chromium workers, each handled by the path meant for it, and each run ending with
+the right output:
+- with a spare: a browser frozen whole (every process of it stopped) in a map or a reduce, a browser
+  killed in a map or a reduce and started again under the same worker id, a tab closed in a map. The
+  rank's task starts at once on the spare as a backup (a stand-in);
+- a browser frozen whole between its map (done) and its reduce (waiting for the other maps): the
+  spare takes over its rank, and what only that browser held runs again;
+- with no spare: one tab closed in a map, or a tab closed and a browser killed. The run's own workers
+  take the lost ranks (each runs two ranks' tasks one after the other).
 
 One appliance and four worker tabs for the whole module: three in the shared Playwright Chromium,
 one alone in a Chromium this module launches itself (so it owns its processes, to stop or kill
-them). A run takes three of them: before each run one tab is paused (so the run leaves it out) and
-resumed once the run started, so that it is the spare a stand-in needs.
+them). A run with a spare takes three of them: before it one tab is paused (so the run leaves it
+out) and resumed once the run started, so that it is the spare a stand-in needs. A run with no
+spare takes all four.
 
 The job's tasks call no context.progress(): a task of a frozen browser must not be judged lagging
-(and backed up as such) before its browser is taken for gone.
+(and backed up as such) before its browser is taken for gone. A map waiting at its gate does (see
+job_script): beside a map let through, which emitted, it would lag, and get a backup.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ pytestmark = pytest.mark.e2e
 admin, data_server, expected, steady = stragglers.admin, stragglers.data_server, stragglers.expected, stragglers.steady
 
 RANKS = 3
+# Parts of the input: one per tab, for a run with no spare.
+PARTS = 4
 LINES_PER_PART = 300
 # How long the stage a test faults takes (its task sleeps, then counts): the fault lands in the sleep.
 SLEEP_MS = 8000
@@ -65,6 +74,11 @@ execution.setInputFn(async function input() {
 
 const map = new MapStage(async function map(x) {
   context.log('map running');
+  const gate = %(gate)s;  // a URL that answers 404 until the test opens it (gates)
+  while (gate && !(await fetch(gate + context.getRank(), {cache: 'no-store'})).ok) {
+    context.progress();
+    await new Promise(r => setTimeout(r, 100));
+  }
   await new Promise(r => setTimeout(r, %(map_ms)d));
   const counts = new Map();
   for await (const kv of x) {
@@ -95,11 +109,13 @@ execution.start(jobRunner);
 STAGES = {"map": "stage 1 (map)", "reduce": "stage 2 (reduce)"}
 
 
-def job_script(urls: list[str], stage: str) -> str:
-    """The word count, whose ``stage`` takes SLEEP_MS (the other is quick)."""
+def job_script(urls: list[str], stage: str, ranks: int = RANKS) -> str:
+    """The word count on ``ranks`` ranks, whose ``stage`` takes SLEEP_MS (the other is quick); with
+    ``gated``, each map waits until its rank's gate opens instead."""
     return JOB % {
-        "ranks": RANKS,
+        "ranks": ranks,
         "urls": json.dumps(urls),
+        "gate": json.dumps(urls[0].rsplit("/", 1)[0] + "/go-" if stage == "gated" else None),
         "map_ms": SLEEP_MS if stage == "map" else 0,
         "reduce_ms": SLEEP_MS if stage == "reduce" else 0,
     }
@@ -185,12 +201,12 @@ class LoneWorker:
 
 @pytest.fixture(scope="module")
 def texts():
-    return make_corpus(parts=RANKS, lines=LINES_PER_PART)
+    return make_corpus(parts=PARTS, lines=LINES_PER_PART)
 
 
 @pytest.fixture(scope="module")
 def urls(data_server):
-    return [f"{data_server.origin}/part-{i}.txt" for i in range(RANKS)]
+    return [f"{data_server.origin}/part-{i}.txt" for i in range(PARTS)]
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +220,15 @@ def lone(chromium, appliance, token, steady):
     worker = LoneWorker(chromium.browser_type, appliance, token)
     yield worker
     worker.close()
+
+
+@pytest.fixture(autouse=True)
+def no_run_left(api):
+    """A test that fails mid-run cancels its run, which would hold tabs the next tests need."""
+    yield
+    for run in api.get("/runs").json():
+        if run["state"] in ("queued", "running"):
+            api.post(f"/runs/{run['id']}/cancel")
 
 
 # ------------------------------------------------------------------ helpers
@@ -243,17 +268,17 @@ def start_with_spare(api: httpx.Client, admin: Client, spare, name: str, script:
     return run_id
 
 
-def ranks_running(api: httpx.Client, run_id: int, stage: str) -> dict[str, int]:
-    """Wait until every rank logged that its ``stage`` runs (so none is still copying an input); the
-    rank of each worker that did. Logs are stored every second."""
+def ranks_running(api: httpx.Client, run_id: int, stage: str, count: int = RANKS) -> dict[str, int]:
+    """Wait until each of ``count`` ranks logged that its ``stage`` runs (so none is still copying an
+    input); the rank of each worker that did. Logs are stored every second."""
     what = f"{stage} running"
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
         ranks = {line["source"]: line["rank"] for line in log_lines(api, run_id) if line["text"] == what}
-        if len(ranks) >= RANKS:
+        if len(ranks) >= count:
             return ranks
         run = api.get(f"/runs/{run_id}").json()
-        assert run["state"] == "running", f"run {run_id} {run['state']} before every rank logged {what!r}"
+        assert run["state"] in ("queued", "running"), f"run {run_id} {run['state']} before every rank logged {what!r}"
         time.sleep(0.2)
     raise AssertionError(f"not every rank logged {what!r} in run {run_id}: {log_text(api, run_id)}")
 
@@ -264,15 +289,58 @@ def not_rank_0(ranks: dict[str, int], worker: str) -> None:
     assert ranks[worker] != 0, f"{worker} holds rank 0 of the run: {ranks}"
 
 
+def succeeded(api: httpx.Client, run_id: int, title: str) -> str:
+    """Wait for the run's end, print its log (what a failure shows) and assert it succeeded. Returns
+    the log."""
+    try:
+        run = wait(api, run_id, timeout=WAIT)
+    finally:
+        print(f"\nrun {run_id}, {title}:")
+        for line in log_lines(api, run_id):
+            print(f"  {line['at'][11:23]} {line['source'][:8]} {line['text'][:200]}")
+    log = log_text(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + "\n" + log
+    return log
+
+
+def logged(api: httpx.Client, run_id: int, text: str) -> None:
+    """Wait until the run's log holds ``text``."""
+    deadline = time.monotonic() + WAIT
+    while text not in (log := log_text(api, run_id)):
+        assert time.monotonic() < deadline, f"{text!r} not logged in run {run_id}:\n{log}"
+        time.sleep(0.2)
+
+
+def maps_done(api: httpx.Client, run_id: int, count: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while True:
+        run = api.get(f"/runs/{run_id}").json()
+        if next(p["done"] for p in run["progress"] if p["stage"] == 0) >= count:
+            return
+        assert run["state"] == "running", f"run {run_id} {run['state']} before {count} maps were done"
+        assert time.monotonic() < deadline, f"not {count} maps done in run {run_id}: {run}"
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def gates(data_server):
+    """The gates of a ``gated`` run's maps (its ranks' maps wait until they open); open(rank) lets one
+    go on. All close again at the end."""
+
+    def open_gate(rank: int) -> None:
+        data_server.files[f"/go-{rank}"] = b"go"
+
+    try:
+        yield open_gate
+    finally:
+        for path in [p for p in data_server.files if p.startswith("/go-")]:
+            del data_server.files[path]
+
+
 def stood_in(api: httpx.Client, run_id: int, stage: str, gone: str, rank: int, spare: str) -> str:
     """Assert the run succeeded with a stand-in: ``gone``'s task of ``stage`` started on ``spare`` as
     soon as ``gone`` disconnected. Returns the run's log."""
-    run = wait(api, run_id, timeout=WAIT)
-    print(f"\nrun {run_id}, {stage}, {gone[:8]} gone, {spare[:8]} spare:")
-    for line in log_lines(api, run_id):
-        print(f"  {line['at'][11:23]} {line['source'][:8]} {line['text'][:200]}")
-    log = log_text(api, run_id)
-    assert run["state"] == "succeeded", run["reason"] + "\n" + log
+    log = succeeded(api, run_id, f"{stage}, {gone[:8]} gone, {spare[:8]} spare")
     where = f"{STAGES[stage]} on rank {rank} of group A"
     started = f"worker {gone} disconnected while running {where}: a backup attempt starts on worker {spare} at once"
     assert started in log, log
@@ -309,27 +377,37 @@ def test_a_browser_frozen_whole_has_its_task_started_at_once_on_a_spare(
     all_idle(admin, steady, lone)
 
 
+@pytest.mark.parametrize("stage", ["map", "reduce"])
 def test_a_browser_killed_and_started_again_has_its_task_started_at_once_on_a_spare(
-    api, admin, steady, lone, urls, expected
+    api, admin, steady, lone, urls, expected, stage
 ):
-    """The lone browser killed (SIGKILL to all its processes) while its tab runs a map, and started
-    again at once: its tab comes back under the same worker id, without the map, which goes on on
-    the spare tab, where it started when the browser went."""
+    """The lone browser killed (SIGKILL to all its processes) while its tab runs a map (or a
+    reduce), and started again at once: its tab comes back under the same worker id, without the
+    task, which started on the spare tab when the browser went. A map's stand-in goes on there. A
+    reduce's cannot: its input from the rank's own map was only in the killed browser, so the rank
+    moves to the spare at once (without waiting for the browser), where the map runs again."""
     all_idle(admin, steady, lone)
     spare = worker_id(steady.tabs[0])
     gone = lone.worker_id
-    run_id = start_with_spare(api, admin, steady.tabs[0], "killed-in-map", job_script(urls, "map"))
-    ranks = ranks_running(api, run_id, "map")
+    run_id = start_with_spare(api, admin, steady.tabs[0], f"killed-in-{stage}", job_script(urls, stage))
+    ranks = ranks_running(api, run_id, stage)
     lone.kill()
     lone.relaunch()
     assert worker_id(lone.tab) == gone
-    not_rank_0(ranks, gone)
-    log = stood_in(api, run_id, "map", gone, ranks[gone], spare)
+    if stage == "map":
+        not_rank_0(ranks, gone)
+    rank = ranks[gone]
+    log = stood_in(api, run_id, stage, gone, rank, spare)
     assert output(api, run_id) == expected
-    # Back while the stand-in ran, or after it finished (then the rank had moved to the spare).
-    back = f"worker {gone} is back without stage 1 (map) on rank {ranks[gone]} of group A"
-    moved = f"moves to worker {spare}, which stood in for {gone} (disconnected)"
-    assert back in log or moved in log, log
+    if stage == "map":
+        # Back while the stand-in ran, or after it finished (then the rank had moved to the spare).
+        back = f"worker {gone} is back without {STAGES[stage]} on rank {rank} of group A"
+        moved = f"moves to worker {spare}, which stood in for {gone} (disconnected)"
+        assert back in log or moved in log, log
+    else:
+        # The stand-in found its input gone: the rank moved to the spare at once, the map ran again.
+        assert f"worker {gone} (rank {rank} of group A) disconnected holding its stand-in's input" in log, log
+        assert f"worker {spare} took over rank {rank} of group A" in log, log
     all_idle(admin, steady, lone)
 
 
@@ -354,4 +432,92 @@ def test_a_tab_closed_has_its_task_started_at_once_on_a_spare(api, admin, steady
             steady.add(1)
     assert output(api, run_id) == expected
     assert f"moves to worker {spare}, which stood in for {gone} (disconnected)" in log, log
+    all_idle(admin, steady, lone)
+
+
+def test_a_browser_frozen_between_its_map_and_its_reduce_has_its_rank_taken_over_by_the_spare(
+    api, admin, steady, lone, urls, data_server, expected
+):
+    """Every map waits at its gate; the lone tab's alone goes on and is done, so its reduce is
+    assigned and waits for the other maps' output. Then the lone browser is frozen whole and the
+    other maps go on: its pings go unanswered and copies to and from it fail, and once it is taken for
+    gone (disconnected, or taken off the run for its failed copies, whichever comes first) its rank
+    goes to the spare, where its map (whose output for its own rank only the frozen browser held)
+    and its reduce run again. SIGCONT after the run."""
+    all_idle(admin, steady, lone)
+    spare = worker_id(steady.tabs[0])
+    gone = lone.worker_id
+    run_id = start_with_spare(api, admin, steady.tabs[0], "frozen-between", job_script(urls, "gated"))
+    with gates(data_server) as open_gate:
+        try:
+            ranks = ranks_running(api, run_id, "map")
+            open_gate(ranks[gone])
+            maps_done(api, run_id, 1)
+            lone.freeze()
+            for rank in range(RANKS):
+                open_gate(rank)
+            log = succeeded(api, run_id, f"between map and reduce, {gone[:8]} gone, {spare[:8]} spare")
+        finally:
+            lone.thaw()
+    assert output(api, run_id) == expected
+    rank = ranks[gone]
+    assert re.search(rf"worker {gone} \(rank {rank} of group A\) (disconnected|was taken off the run)", log), log
+    assert f"worker {spare} took over rank {rank} of group A" in log, log
+    all_idle(admin, steady, lone)
+
+
+@pytest.mark.parametrize("lost", [1, 2], ids=["a-tab-closed", "a-tab-closed-and-a-browser-killed"])
+def test_with_no_spare_the_runs_own_workers_take_the_lost_ranks(
+    api, admin, steady, lone, urls, data_server, expected, lost
+):
+    """A run of four ranks on the four tabs, every map waiting at its gate. A shared tab is closed
+    (not rank 0's: see not_rank_0), and with two lost the lone browser killed too (started again once
+    the run ended); a new tab takes the closed one's place then. No spare is left, so each lost rank
+    waits for its browser:
+    - one lost: the gates open, and once the other maps are done the lost map (whose progress calls
+      stopped with its tab) lags: it gets a backup on a worker of the run whose map is done, which
+      stands in for it and takes its rank;
+    - two lost: the reconnect grace runs out first (every other worker is in its map, at its gate:
+      none is free for a backup), and each vacant rank goes to a worker of the run as well as its
+      own; then the gates open.
+    Each of those workers runs both its ranks' tasks, one after the other."""
+    all_idle(admin, steady, lone)
+    run_id = start(api, f"no-spare-{lost}-lost", job_script(urls, "gated", ranks=PARTS))
+    closed, killed = None, False
+    with gates(data_server) as open_gate:
+        try:
+            ranks = ranks_running(api, run_id, "map", count=PARTS)
+            closed = next(t for t in steady.tabs if ranks[worker_id(t)] != 0)
+            gone = [worker_id(closed)]
+            closed.close()
+            if lost == 2:
+                not_rank_0(ranks, lone.worker_id)
+                lone.kill()
+                killed = True
+                gone.append(lone.worker_id)
+            for worker in gone:
+                where = f"{STAGES['map']} on rank {ranks[worker]} of group A"
+                logged(api, run_id, f"worker {worker} disconnected while running {where}; its rank waits up to")
+            if lost == 2:
+                for worker in gone:
+                    logged(api, run_id, f"takes rank {ranks[worker]} of group A as well: no other eligible worker")
+            for rank in range(PARTS):
+                open_gate(rank)
+            log = succeeded(api, run_id, f"no spare, {', '.join(w[:8] for w in gone)} gone")
+        finally:
+            if closed is not None:
+                steady.close(closed)
+                steady.add(1)
+            if killed:
+                lone.relaunch()
+    assert output(api, run_id) == expected
+    holders = set(ranks) - set(gone)
+    for worker in gone:
+        rank = ranks[worker]
+        if lost == 1:
+            stood = rf"rank {rank} of group A moves to worker (\S+), which stood in for {worker} \(disconnected\)"
+            assert (match := re.search(stood, log)) and match.group(1) in holders, log
+        else:
+            took = re.search(rf"worker (\S+) takes rank {rank} of group A as well", log)
+            assert took and took.group(1) in holders, log
     all_idle(admin, steady, lone)
