@@ -354,9 +354,11 @@ class RunExecution(Stragglers, Agreement):
         return [o for o in producer.outputs if o.partition == task.rank]
 
     def ready(self) -> list[Task]:
-        """Waiting tasks whose inputs are complete and whose rank's worker is free."""
+        """Waiting tasks whose inputs are complete and whose rank's worker is free (a streaming reduce
+        waiting for its input does not keep it: a worker holding two ranks runs the map whose output
+        its own reduce waits for)."""
         found = []
-        occupied = {t.worker_id for t in self.active}
+        occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         for group in self.groups.values():
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied:

@@ -33,7 +33,9 @@ def _problems(execution: RunExecution) -> Iterator[str]:
     for primary, backup in execution.backups.items():
         if backup.primary is not primary or primary.state not in ("staging", "running"):
             yield f"backup {backup.id} races a task that is {primary.state}"
-    busy = Counter(t.worker_id for t in execution.active if not execution.waiting_for_input(t))
+    # A streaming reduce is given to its page while it waits for input, and may then run beside a task
+    # its worker took meanwhile (the map of another rank it holds): the page runs both.
+    busy = Counter(t.worker_id for t in execution.active if not t.streaming)
     if doubled := sorted(w for w, n in busy.items() if n > 1):
         yield f"workers {', '.join(doubled)} run two attempts at once"
     holders = Counter(w for group in execution.groups.values() for w in group.ranks if w is not None)

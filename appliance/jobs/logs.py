@@ -7,6 +7,7 @@ that the coordinator notes once that the log was cut.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections import Counter
@@ -27,6 +28,9 @@ class RunLogs:
         self.pending: list[RunLog] = []
         self.counts: Counter[int] = Counter()
         self.background = BackgroundTasks("run logs")
+        # One flush at a time: a run's end flushes before it stores "succeeded", and must wait for a
+        # flush under way, or lines taken before the end would be stored after it (and read too late).
+        self.flushing = asyncio.Lock()
 
     def start(self) -> None:
         self.background.every(FLUSH_SECONDS, self.flush)
@@ -64,12 +68,13 @@ class RunLogs:
         self.counts.pop(run_id, None)
 
     async def flush(self) -> None:
-        rows, self.pending = self.pending, []
-        if not rows:
-            return
-        try:
-            async with RunLog._meta.db.transaction():
-                for start in range(0, len(rows), 500):
-                    await RunLog.insert(*rows[start : start + 500])
-        except Exception:
-            log.exception("could not write %d run log lines", len(rows))
+        async with self.flushing:
+            rows, self.pending = self.pending, []
+            if not rows:
+                return
+            try:
+                async with RunLog._meta.db.transaction():
+                    for start in range(0, len(rows), 500):
+                        await RunLog.insert(*rows[start : start + 500])
+            except Exception:
+                log.exception("could not write %d run log lines", len(rows))
