@@ -239,7 +239,8 @@ async def test_queued_runs_stay_queued_in_order_across_a_restart(appliance):
         for n in range(5):
             await fleet.connect(cookie, f"queue-{n:04d}")
         for run in (first, second):
-            assert (await api.wait(run["id"], timeout=30))["state"] == "succeeded"
+            ended = await api.wait(run["id"], timeout=30)
+            assert ended["state"] == "succeeded", (ended["reason"], log(api, run["id"]))
     finally:
         await fleet.close()
 
