@@ -35,10 +35,14 @@ test-tools:
 tests/oidc/node_modules/.package-lock.json: tests/oidc/package.json tests/oidc/package-lock.json | test-tools
 	npm ci --prefix tests/oidc --no-audit --no-fund --silent
 
+# The suite mostly waits (sleeps, timeouts, subprocesses, browsers): its modules run side by side on
+# xdist's workers, the browser modules one after the other on a worker of their own (tests/parallel.py).
+TEST_WORKERS ?= 3
+
 test: $(VENV)/.installed test-tools tests/oidc/node_modules/.package-lock.json
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 # The integration tests against a throwaway PostgreSQL cluster (installs Debian's postgresql if missing).
 test-postgres: $(VENV)/.installed

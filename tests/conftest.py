@@ -4,7 +4,7 @@ from hypothesis import settings
 from playwright.sync_api import sync_playwright
 
 from appliance.config import ENV_PREFIX, FIELDS
-from tests import forkserver
+from tests import forkserver, parallel
 from tests.browsers import Workers, launch
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
@@ -18,24 +18,54 @@ def pytest_configure(config):
     forkserver.enabled = True  # appliances and commands forked from one that imported the appliance
 
 
-def pytest_collection_modifyitems(items):
-    """The modules that use the session's Playwright run after the others, each as a whole: while
-    Playwright's sync API is open it marks its event loop as running, and asyncio tests (or async
-    fixtures) after it could not run theirs. So a module with browsers has no async tests. The tests
-    of the one-file binary run last, when its build, started with the session, is done."""
-    with_browsers = {item.module for item in items if "playwright" in getattr(item, "fixturenames", ())}
+def pytest_collection_modifyitems(config, items):
+    """The modules that drive browsers (those that use the session's Playwright, and the e2e ones that
+    launch their own) run after the others, each as a whole: while Playwright's sync API is open it
+    marks its event loop as running, and asyncio tests (or async fixtures) after it could not run
+    theirs. So a module with browsers has no async tests. The tests of the one-file binary run last,
+    when its build, started with the session, is done. Under xdist both are groups that
+    tests/parallel.py schedules."""
+    with_browsers = {
+        item.module
+        for item in items
+        if "playwright" in getattr(item, "fixturenames", ()) or item.get_closest_marker("e2e")
+    }
 
-    def place(item) -> int:
-        return 2 if item.get_closest_marker("binary") else int(getattr(item, "module", None) in with_browsers)
+    def group(item) -> str | None:
+        if item.get_closest_marker("binary"):
+            return parallel.BINARY
+        return parallel.BROWSERS if getattr(item, "module", None) in with_browsers else None
 
-    items.sort(key=place)
+    order = {None: 0, parallel.BROWSERS: 1, parallel.BINARY: 2}
+    items.sort(key=lambda item: order[group(item)])
+    parallel.tell(config, {item.getparent(pytest.Module).nodeid: name for item in items if (name := group(item))})
 
 
 def pytest_collection_finish(session):
-    if not session.config.option.collectonly and any(item.get_closest_marker("binary") for item in session.items):
-        from tests.integration.test_binary import Building
+    if not hasattr(session.config, "workerinput"):  # under xdist the controller starts it (below)
+        start_the_build(session.config, any(item.get_closest_marker("binary") for item in session.items))
 
-        Building.start()  # beside the other tests: it takes minutes
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    start_the_build(node.config, parallel.BINARY in parallel.groups(node.config).values())
+
+
+def start_the_build(config, wanted: bool) -> None:
+    from tests.integration.test_binary import Building
+
+    if wanted and not config.option.collectonly and Building.running is None:
+        Building.start()  # beside the other tests: it takes minutes, once for the session
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    parallel.configure_node(node)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # instead of xdist's
+def pytest_xdist_make_scheduler(config, log):
+    return parallel.BrowsersApart(config, log)
 
 
 def pytest_sessionfinish(session):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "dist" / "peermr"
 HEALTHY_TIMEOUT = 120
 BUILD_TIMEOUT = 1100
+OUTCOME = ROOT / "build" / "tests"  # the build's output and outcome, for whichever process runs this module
 
 
 @dataclass
@@ -69,62 +71,72 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 class Building:
-    """The PyInstaller build, which takes minutes: tests/conftest.py starts it when the session begins,
-    so that it runs beside the other tests, and this module (run last) waits for its end."""
+    """The PyInstaller build, which takes minutes: tests/conftest.py starts it once when the session
+    begins (in xdist's controller when the tests are spread over workers), so that it runs beside the
+    other tests, and this module (run last) waits for its end in whichever process runs it. Its output
+    and, once it has ended, its exit status and duration are files in OUTCOME."""
 
-    running: Building | None = None
+    running: Building | None = None  # the build this process started
 
     def __init__(self):
         if importlib.util.find_spec("PyInstaller") is None:
             subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "pyinstaller>=6.10"], check=True)
         bin_dir = str(Path(sys.executable).parent)
         env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHON": sys.executable}
-        self.stdout, self.stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        shutil.rmtree(OUTCOME, ignore_errors=True)  # a previous session's
+        OUTCOME.mkdir(parents=True)
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [str(ROOT / "packaging" / "build.sh")],
-            cwd=ROOT,
-            env=env,
-            stdout=self.stdout,
-            stderr=self.stderr,
-            start_new_session=True,  # its process group: PyInstaller stops with the script
-        )
-        self.seconds = 0.0
-        self.ended = threading.Thread(target=self._time, daemon=True)
+        with open(OUTCOME / "stdout", "wb") as stdout, open(OUTCOME / "stderr", "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [str(ROOT / "packaging" / "build.sh")],
+                cwd=ROOT,
+                env=env,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,  # its process group: PyInstaller stops with the script
+            )
+        self.ended = threading.Thread(target=self._record, daemon=True)
         self.ended.start()
 
-    def _time(self) -> None:
-        self.proc.wait()
-        self.seconds = time.monotonic() - self.started
+    def _record(self) -> None:
+        try:
+            returncode = self.proc.wait(BUILD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            returncode = None
+        status = {"returncode": returncode, "seconds": time.monotonic() - self.started}
+        (OUTCOME / "status.part").write_text(json.dumps(status))
+        (OUTCOME / "status.part").replace(OUTCOME / "status.json")  # whole when seen
 
     @classmethod
     def start(cls) -> None:
         cls.running = cls()
 
-    def result(self) -> Build:
-        self.ended.join(max(0.0, BUILD_TIMEOUT - (time.monotonic() - self.started)))
-        if self.ended.is_alive():
-            self.stop()
-            pytest.fail(f"the build took more than {BUILD_TIMEOUT} s")
-        stdout, stderr = (self._read(out) for out in (self.stdout, self.stderr))
-        assert self.proc.returncode == 0, f"build failed:\n{stdout[-5000:]}\n{stderr[-10000:]}"
-        assert BINARY.is_file() and os.access(BINARY, os.X_OK)
-        return Build(BINARY, self.seconds)
-
     @staticmethod
-    def _read(output) -> str:
-        output.seek(0)
-        return output.read().decode(errors="replace")
+    def result() -> Build:
+        status_path = OUTCOME / "status.json"
+        deadline = time.monotonic() + BUILD_TIMEOUT
+        while not status_path.exists():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the build, started with the session, has not ended after {BUILD_TIMEOUT} s")
+            time.sleep(0.5)
+        status = json.loads(status_path.read_text())
+        if status["returncode"] is None:
+            pytest.fail(f"the build took more than {BUILD_TIMEOUT} s")
+        stdout, stderr = ((OUTCOME / name).read_text(errors="replace") for name in ("stdout", "stderr"))
+        assert status["returncode"] == 0, f"build failed:\n{stdout[-5000:]}\n{stderr[-10000:]}"
+        assert BINARY.is_file() and os.access(BINARY, os.X_OK)
+        return Build(BINARY, status["seconds"])
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.ended.join()
+            self.proc.wait()
 
 
 @pytest.fixture(scope="module")
 def binary() -> Build:
-    return (Building.running or Building()).result()
+    return Building.result()
 
 
 @pytest.fixture(scope="module")
