@@ -28,8 +28,9 @@ class RunLogs:
         self.pending: list[RunLog] = []
         self.counts: Counter[int] = Counter()
         self.background = BackgroundTasks("run logs")
-        # One flush at a time: a run's end flushes before it stores "succeeded", and must wait for a
-        # flush under way, or lines taken before the end would be stored after it (and read too late).
+        # Held while lines are written: a run's end holds it from before its transaction opens until
+        # it commits (Ending.store_end), so a flush under way ends first and no line taken before the
+        # end is stored after it (or lost to a database busy with the end's transaction).
         self.flushing = asyncio.Lock()
 
     def start(self) -> None:
@@ -69,12 +70,17 @@ class RunLogs:
 
     async def flush(self) -> None:
         async with self.flushing:
-            rows, self.pending = self.pending, []
-            if not rows:
-                return
-            try:
-                async with RunLog._meta.db.transaction():
-                    for start in range(0, len(rows), 500):
-                        await RunLog.insert(*rows[start : start + 500])
-            except Exception:
-                log.exception("could not write %d run log lines", len(rows))
+            await self.write()
+
+    async def write(self) -> None:
+        """Store the pending lines; the caller holds ``flushing`` (inside a transaction of its own, they
+        commit with it)."""
+        rows, self.pending = self.pending, []
+        if not rows:
+            return
+        try:
+            async with RunLog._meta.db.transaction():
+                for start in range(0, len(rows), 500):
+                    await RunLog.insert(*rows[start : start + 500])
+        except Exception:
+            log.exception("could not write %d run log lines", len(rows))

@@ -269,8 +269,9 @@ class Ending:
         outputs: list[RunOutput],
         progress: list[dict] | None = None,
     ) -> None:
-        async with self.shared.checkpointing, Run._meta.db.transaction():
-            await self.shared.logs.flush()  # the whole log is there once the run shows as ended (one commit)
+        logs = self.shared.logs
+        async with logs.flushing, self.shared.checkpointing, Run._meta.db.transaction():
+            await logs.write()  # the whole log is there once the run shows as ended (one commit)
             await RunCheckpoint.delete().where(RunCheckpoint.run == run_id)
             await Run.update(
                 {
