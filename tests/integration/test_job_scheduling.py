@@ -7,7 +7,6 @@ finish at once with no output unless a test gives them another handler.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import httpx
