@@ -48,7 +48,7 @@ from tests.e2e.test_stragglers_in_browsers import (
 )
 from tests.support import Appliance, Client
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_run_left")]
 
 # The stragglers module's fixtures, found by pytest under these names (texts, appliance and the lone
 # tab are this module's own).
@@ -220,15 +220,6 @@ def lone(chromium, appliance, token, steady):
     worker = LoneWorker(chromium.browser_type, appliance, token)
     yield worker
     worker.close()
-
-
-@pytest.fixture(autouse=True)
-def no_run_left(api):
-    """A test that fails mid-run cancels its run, which would hold tabs the next tests need."""
-    yield
-    for run in api.get("/runs").json():
-        if run["state"] in ("queued", "running"):
-            api.post(f"/runs/{run['id']}/cancel")
 
 
 # ------------------------------------------------------------------ helpers

@@ -19,7 +19,7 @@ from tests.e2e.test_jobs_in_browsers import EXAMPLES, logs, output, save_and_run
 from tests.s3_server import REGION
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_run_left")]
 
 # The example's data set, generated in Python as its input function generates it in the browsers.
 _spec = importlib.util.spec_from_file_location("logreg_data", EXAMPLES / "logreg_data.py")
@@ -32,15 +32,6 @@ def appliance(tmp_path_factory):
     server = Appliance(tmp_path_factory.mktemp("peers") / "data").start()
     yield server
     server.stop()
-
-
-@pytest.fixture(autouse=True)
-def no_run_left(api):
-    """A test that failed with its run still going cancels it: the next test gets the workers."""
-    yield
-    for run in api.get("/runs").json():
-        if run["state"] in ("queued", "running"):
-            api.post(f"/runs/{run['id']}/cancel")
 
 
 def job(workers: int, body: str, **settings) -> str:

@@ -278,7 +278,7 @@ class Staging:
         of the run or was taken off it. A copy from a holder that cannot send fails in seconds
         (copy_stall), then the next is asked."""
         now = time.monotonic()
-        failed = set(run.transfers.copy_failures.peers)
+        failed = run.transfers.copy_failures.peers
         slow = {t.worker_id for t in run.execution.active if t.stalled or t in run.execution.backups}
 
         def suspect(worker: Worker) -> bool:
