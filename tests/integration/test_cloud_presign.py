@@ -9,8 +9,10 @@ import os
 import httpx
 import pytest
 
+from appliance import db
 from appliance.cloud import service
 from appliance.cloud.service import CloudStorage
+from appliance.config import load_settings
 from tests.s3_server import REGION, MotoServer
 
 
@@ -128,7 +130,14 @@ async def test_check_access_reports_what_is_wrong(s3):
         assert "does not know the access key id AKIAUNKNOWN0000000" in await service.check_access(unknown)
 
 
-async def test_check_worker_cors_asks_the_way_a_browser_does(s3):
+@pytest.fixture
+async def database(tmp_path):
+    """Setting CORS is audited, so that test writes to a database of its own."""
+    db.configure(load_settings({"data_dir": str(tmp_path / "data")}, environ={}))
+    await db.migrate()
+
+
+async def test_check_worker_cors_asks_the_way_a_browser_does(s3, database):
     bucket = s3.create_bucket("presign-cors")
     storage = storage_on(s3, bucket)
     page = "http://appliance.example:8000"
