@@ -16,7 +16,7 @@ from appliance import __version__
 from appliance.audit import cli as audit_cli
 from appliance.audit.context import command_line
 from appliance.billing import cli as billing_cli
-from appliance.commands import CommandError, command_settings
+from appliance.commands import CommandError, command_settings, existing_store_settings
 from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings
 from appliance.data_dir import keep_private, warn_if_exposed
 from appliance.errors import ServiceError
@@ -77,7 +77,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_user_add(args: argparse.Namespace) -> None:
     from appliance.accounts import users
 
-    settings = command_settings(args)
+    settings = existing_store_settings(args)
     password = None
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
@@ -92,16 +92,20 @@ def cmd_user_add(args: argparse.Namespace) -> None:
         print(f"One-time password: {generated}  (to be changed at first sign-in)")
 
 
+def _store_name(settings: Settings) -> str:
+    return "the PostgreSQL database" if settings.uses_postgres else str(settings.data_path)
+
+
 def cmd_token_create(args: argparse.Namespace) -> None:
     from appliance.accounts import api_tokens, users
 
-    settings = command_settings(args)
+    settings = existing_store_settings(args)
     _prepare_database(settings)
 
     async def create() -> str:
         account = await users.get_by_email(args.email)
         if account is None or not account.active:
-            raise CommandError(f"no active account {args.email}")
+            raise CommandError(f"no active account {args.email} in {_store_name(settings)}")
         _, token = await api_tokens.create(account.id, args.name)
         return token
 

@@ -23,3 +23,16 @@ def command_settings(args: argparse.Namespace) -> Settings:
     here on (every command calling this works on the data dir) is its user's alone."""
     keep_private()
     return load_settings({name: getattr(args, name, None) for name in SETTINGS_FLAGS})
+
+
+def existing_store_settings(args: argparse.Namespace) -> Settings:
+    """``command_settings`` for a command that works on an appliance's existing data (user add, token
+    create, bill, audit verify): run from the wrong folder, it must say where it looked rather than
+    create an empty data dir there and report that the account does not exist."""
+    settings = command_settings(args)
+    if not settings.uses_postgres and not settings.sqlite_path.is_file():
+        raise CommandError(
+            f"no appliance data in {settings.data_path} (no {settings.sqlite_path.name}): give the appliance's "
+            "data directory with --data-dir or PEERMR_DATA_DIR, or create one with `peermr migrate`"
+        )
+    return settings

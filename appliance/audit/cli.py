@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from appliance.commands import command_settings
+from appliance.commands import existing_store_settings
 
 
 def add_parser(sub) -> None:
@@ -27,7 +27,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
     from appliance import db
     from appliance.audit import service
 
-    settings = command_settings(args)
+    settings = existing_store_settings(args)
     db.configure(settings)
 
     async def check():

@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from appliance.billing import periods
-from appliance.commands import command_settings
+from appliance.commands import existing_store_settings
 
 if TYPE_CHECKING:
     from appliance.billing.context import BillingContext
@@ -74,7 +74,7 @@ def cmd_bill(args: argparse.Namespace) -> None:
     from appliance.billing.context import BillingContext
 
     periods.check(args.period)
-    settings = command_settings(args)
+    settings = existing_store_settings(args)
     db.configure(settings)
     billing = BillingContext.from_settings(settings)
 

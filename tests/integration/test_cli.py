@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import appliance
 from appliance import __version__
 from tests.support import query, run_cli, running_on_postgres
 
@@ -27,6 +30,7 @@ def test_migrate_creates_the_store_and_is_idempotent(tmp_path):
 
 def test_user_add_and_token_create(tmp_path):
     data = str(tmp_path / "data")
+    assert run_cli("migrate", "--data-dir", data).returncode == 0
     added = run_cli(
         "user",
         "add",
@@ -82,7 +86,33 @@ def test_user_add_and_token_create(tmp_path):
     assert token.returncode == 0 and token.stdout.strip().startswith("pmr_")
 
     missing = run_cli("token", "create", "nobody@example.com", "--data-dir", data)
-    assert missing.returncode == 1 and "no active account nobody@example.com" in missing.stderr
+    assert missing.returncode == 1 and f"no active account nobody@example.com in {tmp_path / 'data'}" in missing.stderr
+
+
+def test_admin_commands_refuse_a_data_dir_that_does_not_exist(tmp_path):
+    """Run from the wrong folder, an admin command names the dir it looked in and creates nothing there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PEERMR_DATA_DIR", "PEERMR_DATABASE_URL")}
+    for command in (
+        ["token", "create", "admin@example.com"],
+        ["user", "add", "ada@example.com", "--role", "worker", "--password-stdin"],
+        ["bill", "--period", "2025-01"],
+        ["audit", "verify"],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "appliance", *command],
+            cwd=elsewhere,
+            env={**env, "PYTHONPATH": str(Path(appliance.__file__).parent.parent)},
+            input="ada-password-1\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 1, (command, result.stderr)
+        assert f"no appliance data in {elsewhere / 'peermr-data'}" in result.stderr, result.stderr
+        assert "--data-dir" in result.stderr
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_bad_configuration_is_reported(tmp_path):
