@@ -99,6 +99,19 @@ def _worker_id(profile: Path) -> str:
     return path.read_text().strip()
 
 
+def user_environment() -> dict[str, str]:
+    """The environment the user started `peermr` with, for Chromium: the binary (PyInstaller) points
+    LD_LIBRARY_PATH at its own libraries and keeps the user's in LD_LIBRARY_PATH_ORIG."""
+    env = dict(os.environ)
+    if getattr(sys, "frozen", False):
+        original = env.pop("LD_LIBRARY_PATH_ORIG", None)
+        if original is None:
+            env.pop("LD_LIBRARY_PATH", None)
+        else:
+            env["LD_LIBRARY_PATH"] = original
+    return env
+
+
 class Runner:
     def __init__(self, server: str, token: str, count: int, chromium: str, data_dir: Path, gpu: bool = False):
         self.server = server.rstrip("/")
@@ -121,7 +134,11 @@ class Runner:
 
     def _start(self, worker: Worker) -> None:
         worker.process = subprocess.Popen(
-            self._command(worker), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            self._command(worker),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=user_environment(),
         )
         worker.started_at = time.monotonic()
         print(f"worker {worker.index}: started (pid {worker.process.pid}, id {worker.worker_id})", flush=True)
