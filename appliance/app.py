@@ -132,7 +132,10 @@ def announce_admin(created: tuple[str, str | None] | None, settings: Settings) -
         lines.append("It is shown only now; you choose a new one at first sign-in.")
     else:
         lines.append("Password: the one in PEERMR_ADMIN_PASSWORD.")
-    lines.append(f"Sign in at {settings.base_url}/login")
+    lines.append(f"Sign in at {settings.local_url}/login")  # the address the start's "serving" line names first
+    if settings.log_format == "json":  # a log shipper reads every line as a JSON object
+        log.warning("; ".join(lines))
+        return
     width = max(len(line) for line in lines) + 4
     print("\n" + "=" * width + "\n" + "\n".join(f"  {line}" for line in lines) + "\n" + "=" * width + "\n", flush=True)
 

@@ -77,6 +77,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     stripe_webhook_secret: str = ""
     timezone: str = "UTC"
     log_level: str = "info"
+    # "text" for people reading a terminal or journal, "json" (one object a line) for log shippers.
+    log_format: str = "text"
+    # Built-in HTTPS (docs/operations.md): a PEM certificate chain and its private key, both or neither.
+    # Browsers give WebGPU and crypto.subtle only to secure contexts: https, or localhost.
+    tls_cert: str = ""
+    tls_key: str = ""
     # Idle dashboard sessions expire after this many hours.
     session_hours: Positive = 12
     # Sign-in throttling (appliance/accounts/throttle.py): one email from one client address may fail
@@ -163,10 +169,19 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         """The URL people should open, without a trailing slash."""
         if self.public_url:
             return self.public_url.rstrip("/")
-        host = socket.gethostname() if self.host in WILDCARD_HOSTS else self.host
+        return self._url(socket.gethostname() if self.host in WILDCARD_HOSTS else self.host)
+
+    @property
+    def local_url(self) -> str:
+        """The URL to open on the appliance's own machine: base_url, or localhost when listening on all addresses."""
+        if self.public_url or self.host not in WILDCARD_HOSTS:
+            return self.base_url
+        return self._url("localhost")
+
+    def _url(self, host: str) -> str:
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls_cert else 'http'}://{host}:{self.port}"
 
     @property
     def secure_cookies(self) -> bool:
@@ -282,6 +297,7 @@ def _check(settings: Settings) -> None:
     except ValueError as exc:
         raise ConfigError(f"fetch_origins: {exc}") from None
     _check_sso(settings)
+    _check_logs_and_tls(settings)
 
 
 def parse_role_groups(text: str) -> dict[str, str]:
@@ -320,3 +336,17 @@ def _check_sso(settings: Settings) -> None:
         raise ConfigError(f"sso_role_groups: {exc}") from None
     if settings.sso_default_role and settings.sso_default_role not in ROLES:
         raise ConfigError(f"sso_default_role must be one of {', '.join(ROLES)} or empty (refuse)")
+
+
+LOG_FORMATS = ("text", "json")
+
+
+def _check_logs_and_tls(settings: Settings) -> None:
+    if settings.log_format not in LOG_FORMATS:
+        raise ConfigError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {settings.log_format!r}")
+    if bool(settings.tls_cert) != bool(settings.tls_key):
+        raise ConfigError("tls_cert and tls_key go together: set both (PEM files) or neither")
+    for name in ("tls_cert", "tls_key"):
+        path = getattr(settings, name)
+        if path and not Path(path).expanduser().is_file():
+            raise ConfigError(f"{name}: no file {path}")

@@ -210,5 +210,7 @@ async def migrate() -> list[str]:
         after = set(await Migration.get_migrations_which_ran(app_name=name))
         applied += sorted(after - before)
     for migration_id in applied:
-        log.info("applied migration %s", migration_id)
+        log.debug("applied migration %s", migration_id)
+    if applied:
+        log.info("applied %d migration(s), the last %s", len(applied), max(applied))
     return applied

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 from litestar import Response, get
 from litestar.enums import ScopeType
@@ -18,13 +19,48 @@ REQUESTS = Counter("peermr_http_requests_total", "HTTP requests served", ["metho
 LATENCY = Histogram("peermr_http_request_seconds", "HTTP request latency", ["method"])
 
 
-@get("/healthz", opt={**access(PUBLIC), "exclude_from_csrf": True}, include_in_schema=False)
-async def healthz() -> Response:
+PROBE = {**access(PUBLIC), "exclude_from_csrf": True}
+
+
+async def database_answers() -> str | None:
+    """None when the metadata store answers a query, else why not."""
     try:
         await users.count_admins()
-    except Exception as exc:  # the database is unreachable: not healthy
-        return Response({"status": "unavailable", "detail": str(exc)}, status_code=503)
+    except Exception as exc:  # whatever the driver raises, the store cannot serve requests
+        return f"the database failed a query: {exc}"
+    return None
+
+
+# What /health/ready checks, in order; each returns None when ready, else why not.
+READINESS_CHECKS: tuple[Callable[[], Awaitable[str | None]], ...] = (database_answers,)
+
+
+async def not_ready() -> str | None:
+    for check in READINESS_CHECKS:
+        if (why := await check()) is not None:
+            return why
+    return None
+
+
+@get("/healthz", opt=PROBE, include_in_schema=False)
+async def healthz() -> Response:
+    if why := await not_ready():
+        return Response({"status": "unavailable", "detail": why}, status_code=503)
     return Response({"status": "ok", "version": __version__})
+
+
+@get("/health/live", opt=PROBE, include_in_schema=False)
+async def live() -> Response:
+    """The process serves requests: a supervisor restarts it when this stops answering."""
+    return Response({"status": "ok"})
+
+
+@get("/health/ready", opt=PROBE, include_in_schema=False)
+async def ready() -> Response:
+    """It can do its work: a load balancer sends requests only while this answers 200."""
+    if why := await not_ready():
+        return Response({"status": "unavailable", "detail": why}, status_code=503)
+    return Response({"status": "ok"})
 
 
 class RequestMetricsMiddleware(ASGIMiddleware):
@@ -47,4 +83,4 @@ class RequestMetricsMiddleware(ASGIMiddleware):
             LATENCY.labels(scope["method"]).observe(time.perf_counter() - started)
 
 
-ROUTES = [healthz]
+ROUTES = [healthz, live, ready]
