@@ -9,7 +9,7 @@ import os
 
 import httpx
 
-from appliance.commands import CommandError
+from appliance.commands import CommandError, token_from
 
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
@@ -25,11 +25,11 @@ def _sentence(detail: str) -> str:
 class Api:
     def __init__(self, args: argparse.Namespace):
         server = args.server or os.environ.get("PEERMR_SERVER", "")
-        token = args.token or os.environ.get("PEERMR_TOKEN", "")
+        token = token_from(args)
         if not server:
             raise CommandError("no server: pass --server URL or set PEERMR_SERVER")
         if not token:
-            raise CommandError("no API token: pass --token T or set PEERMR_TOKEN (see `peermr token create`)")
+            raise CommandError("no API token: set PEERMR_TOKEN or pass --token-file FILE (see `peermr token create`)")
         self.server = server.rstrip("/")
         self.client = httpx.Client(
             base_url=self.server + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT

@@ -16,7 +16,7 @@ from appliance import __version__
 from appliance.audit import cli as audit_cli
 from appliance.audit.context import command_line
 from appliance.billing import cli as billing_cli
-from appliance.commands import CommandError, command_settings, existing_store_settings
+from appliance.commands import CommandError, add_token_flags, command_settings, existing_store_settings, token_from
 from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings
 from appliance.data_dir import keep_private, warn_if_exposed
 from appliance.errors import ServiceError
@@ -115,10 +115,10 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 def cmd_worker(args: argparse.Namespace) -> None:
     from appliance.fleet.runner import run_workers
 
-    token = args.token or os.environ.get("PEERMR_TOKEN", "")
+    token = token_from(args)
     server = args.server or os.environ.get("PEERMR_SERVER", "")
     if not server or not token:
-        raise CommandError("--server and --token are required (or PEERMR_SERVER and PEERMR_TOKEN)")
+        raise CommandError("--server and a token are required (PEERMR_SERVER, and PEERMR_TOKEN or --token-file)")
     data_dir = Path(args.data_dir or os.environ.get("PEERMR_DATA_DIR") or DEFAULT_DATA_DIR)
     keep_private()  # the browser profiles hold the workers' session cookies and PMRFS blobs
     run_workers(server, token, args.count, args.chromium, data_dir, args.gpu)
@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run headless Chromium workers for an appliance")
     worker.add_argument("--server", help="the appliance's URL (env PEERMR_SERVER)")
-    worker.add_argument("--token", help="an API token or an enrolment token (env PEERMR_TOKEN)")
+    add_token_flags(worker, "an API token or an enrolment token")
     worker.add_argument("--count", type=int, default=1, help="how many browsers to run (default 1)")
     worker.add_argument("--chromium", help="path of the Chromium executable (default: found on the PATH)")
     worker.add_argument(

@@ -5,6 +5,9 @@ cli.py imports them."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 
 from appliance.config import Settings, load_settings
 from appliance.data_dir import keep_private
@@ -23,6 +26,30 @@ def command_settings(args: argparse.Namespace) -> Settings:
     here on (every command calling this works on the data dir) is its user's alone."""
     keep_private()
     return load_settings({name: getattr(args, name, None) for name in SETTINGS_FLAGS})
+
+
+def add_token_flags(parser: argparse.ArgumentParser, what: str = "an API token") -> None:
+    """--token-file and --token; PEERMR_TOKEN is read when neither is given (``token_from``)."""
+    parser.add_argument(
+        "--token-file", metavar="FILE", help=f"read {what} from FILE ('-': standard input); or set PEERMR_TOKEN"
+    )
+    parser.add_argument("--token", help=f"{what} (shows in ps and shell history: prefer PEERMR_TOKEN or --token-file)")
+
+
+def token_from(args: argparse.Namespace) -> str:
+    """The token of --token-file, --token or PEERMR_TOKEN, in that order; empty when none is given."""
+    path = getattr(args, "token_file", None)
+    if path and args.token:
+        raise CommandError("give --token-file or --token, not both")
+    if not path:
+        return args.token or os.environ.get("PEERMR_TOKEN", "")
+    try:
+        token = sys.stdin.readline() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise CommandError(f"cannot read the token file {path}: {exc.strerror}") from exc
+    if not token.strip():
+        raise CommandError(f"the token file {path} is empty")
+    return token.strip()
 
 
 def existing_store_settings(args: argparse.Namespace) -> Settings:

@@ -7,11 +7,19 @@ failing); Ctrl-C or SIGTERM stops them all. With ``--gpu`` the browsers get
 WebGPU: the machine's GPU through Vulkan, or a software adapter (SwiftShader)
 where there is none, which runs only the GPU jobs an admin allows on software
 adapters (Admin → Settings).
+
+The token never reaches a browser's command line or a URL: the runner exchanges it for a worker
+session itself (as /worker/start does in a tab) and hands each browser the session's cookie and its
+worker id over a DevTools pipe (devtools.py) before opening /worker. Through the same pipe it reads
+each page's state: a browser that has not joined within JOIN_SECONDS stops the runner with the
+page's reason.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,12 +27,14 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from appliance.errors import ServiceError
+from appliance.fleet.devtools import DevToolsError, DevToolsPipe
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = [
@@ -40,10 +50,17 @@ CHROMIUM_FLAGS = [
     "--disable-renderer-backgrounding",
     # A machine given over to work: its load is the work, not a person's to spare (no pressure pauses).
     "--disable-blink-features=ComputePressure",
+    "--remote-debugging-pipe",
 ]
 # --gpu: WebGPU in headless Chromium (Linux needs the unsafe flag and Vulkan); no --disable-gpu.
 GPU_FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan"]
 MAX_BACKOFF = 60.0
+JOIN_SECONDS = 30.0
+# What a worker page shows of its connection (static/worker/runtime.js, templates/fleet/worker.html).
+PAGE_STATE = """({path: location.pathname,
+  connection: document.getElementById('connection')?.textContent || '',
+  note: document.getElementById('note')?.textContent || document.getElementById('start-status')?.textContent || ''})"""
+CSRF_RE = re.compile(r'"x-csrftoken": "([^"]+)"')
 
 
 class RunnerError(ServiceError):
@@ -80,6 +97,47 @@ def check_token(server: str, token: str) -> None:
         raise RunnerError("the appliance refused this token (revoked, expired or used up)")
 
 
+def worker_cookies(server: str, token: str) -> list[dict]:
+    """A new worker session's cookies for the token, as DevTools cookie parameters: what a tab's
+    /worker/start gets from POST /worker/session. Refused with why, as the worker page would be:
+    the account must still change its one-time password, for one."""
+    try:
+        with httpx.Client(base_url=server, timeout=15) as client:
+            csrf = CSRF_RE.search(client.get("/worker/start").text)
+            response = client.post(
+                "/worker/session", json={"token": token}, headers={"x-csrftoken": csrf.group(1) if csrf else ""}
+            )
+            if response.status_code != 204:
+                raise RunnerError(f"the appliance refused a worker session: {response.text[:200]}")
+            cookies = SimpleCookie()
+            for header in response.headers.get_list("set-cookie"):
+                cookies.load(header)
+            page = client.get("/worker", cookies={name: m.value for name, m in cookies.items()})
+    except httpx.HTTPError as exc:
+        raise RunnerError(f"cannot reach {server}: {exc}") from exc
+    if page.headers.get("location", "").startswith("/ui/account/password"):
+        raise RunnerError(
+            f"the account must change its one-time password first: sign in at {server}/login with it once, "
+            "then start the workers again"
+        )
+    if page.status_code != 200:
+        raise RunnerError(f"the appliance refused the worker page ({page.status_code})")
+    expires = time.time() + 86400
+    return [
+        {
+            "name": name,
+            "value": morsel.value,
+            "url": server + "/",
+            "path": "/",
+            "httpOnly": bool(morsel["httponly"]),
+            "secure": bool(morsel["secure"]),
+            "sameSite": (morsel["samesite"] or "Lax").capitalize(),
+            "expires": time.time() + int(morsel["max-age"]) if morsel["max-age"] else expires,
+        }
+        for name, morsel in cookies.items()
+    ]
+
+
 @dataclass
 class Worker:
     index: int
@@ -89,6 +147,8 @@ class Worker:
     failures: int = 0
     restart_at: float = 0.0
     started_at: float = field(default=0.0)
+    pipe: DevToolsPipe | None = None
+    session: str = ""  # the DevTools session of its worker page
 
 
 def _worker_id(profile: Path) -> str:
@@ -129,25 +189,62 @@ class Runner:
         flags = [f for f in CHROMIUM_FLAGS if f != "--disable-gpu"] + GPU_FLAGS if self.gpu else list(CHROMIUM_FLAGS)
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             flags.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-        url = f"{self.server}/worker/start#token={quote(self.token)}&worker={worker.worker_id}"
-        return [self.chromium, *flags, f"--user-data-dir={worker.profile}", url]
+        return [self.chromium, *flags, f"--user-data-dir={worker.profile}", "about:blank"]
 
     def _start(self, worker: Worker) -> None:
+        cookies = worker_cookies(self.server, self.token)
+        worker.pipe = DevToolsPipe()
+        # close_fds=False: the pipe's ends must stay at fds 3 and 4 (our own fds are not inheritable).
         worker.process = subprocess.Popen(
             self._command(worker),
+            env=user_environment(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=user_environment(),
+            close_fds=False,
+            preexec_fn=worker.pipe.child_fds,
         )
+        worker.pipe.started()
         worker.started_at = time.monotonic()
         print(f"worker {worker.index}: started (pid {worker.process.pid}, id {worker.worker_id})", flush=True)
+        try:
+            worker.session = open_worker_page(worker.pipe, self.server, worker.worker_id, cookies)
+        except DevToolsError as exc:
+            print(f"worker {worker.index}: could not open the worker page: {exc}", flush=True)
+            worker.process.kill()  # the loop below restarts it
+
+    def _wait_until_joined(self) -> None:
+        """Every browser's page says "connected" within JOIN_SECONDS, or the runner stops with why."""
+        waiting = {worker.index: worker for worker in self.workers}
+        deadline = time.monotonic() + JOIN_SECONDS
+        states: dict[int, dict] = {}
+        while waiting and not self.stopping:
+            for index, worker in list(waiting.items()):
+                states[index] = page_state(worker)
+                if states[index].get("connection") == "connected":
+                    del waiting[index]
+                elif worker.process.poll() is not None:  # a browser that cannot start says so at once
+                    code = worker.process.returncode
+                    raise RunnerError(f"worker {index}'s Chromium exited ({code}) before it joined")
+            if waiting and time.monotonic() > deadline:
+                index = next(iter(waiting))
+                why = not_joined(states[index])
+                raise RunnerError(f"worker {index} did not join within {JOIN_SECONDS:.0f} s: {why}")
+            time.sleep(0.5)
+        print(f"{len(self.workers)} worker{'s' if len(self.workers) != 1 else ''} joined", flush=True)
 
     def run(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: setattr(self, "stopping", True))
-        for worker in self.workers:
-            self._start(worker)
+        try:
+            for worker in self.workers:
+                self._start(worker)
+            self._wait_until_joined()
+            self._keep_running()
+        finally:
+            self.stop()
+
+    def _keep_running(self) -> None:
         while not self.stopping:
             time.sleep(0.5)
             now = time.monotonic()
@@ -159,10 +256,14 @@ class Runner:
                     delay = min(MAX_BACKOFF, 2.0**worker.failures - 1)
                     print(f"worker {worker.index}: Chromium exited ({code}); restarting in {delay:.0f} s", flush=True)
                     worker.process = None
+                    worker.pipe.close()
                     worker.restart_at = now + delay
                 if worker.process is None and now >= worker.restart_at:
-                    self._start(worker)
-        self.stop()
+                    try:
+                        self._start(worker)
+                    except RunnerError as exc:  # the appliance is away for now: try again later
+                        print(f"worker {worker.index}: {exc}; trying again in {MAX_BACKOFF:.0f} s", flush=True)
+                        worker.restart_at = now + MAX_BACKOFF
 
     def stop(self) -> None:
         for worker in self.workers:
@@ -174,7 +275,63 @@ class Runner:
                     worker.process.wait(10)
                 except subprocess.TimeoutExpired:
                     worker.process.kill()
+            if worker.pipe:
+                worker.pipe.close()
         print("all workers stopped", flush=True)
+
+
+def open_worker_page(pipe: DevToolsPipe, server: str, worker_id: str, cookies: list[dict]) -> str:
+    """Give the browser its worker cookie and worker id, open /worker in its tab, and return the
+    DevTools session of that tab."""
+    pipe.call("Storage.setCookies", {"cookies": cookies})
+    deadline = time.monotonic() + 15
+    while not (pages := [t for t in pipe.call("Target.getTargets")["targetInfos"] if t["type"] == "page"]):
+        if time.monotonic() > deadline:
+            raise DevToolsError("the browser opened no tab")
+        time.sleep(0.1)
+    deadline = time.monotonic() + 15
+    session = pipe.call("Target.attachToTarget", {"targetId": pages[0]["targetId"], "flatten": True})["sessionId"]
+    # The id the page keeps in sessionStorage (static/worker/runtime.js), as /worker/start sets it from #worker=.
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(server))
+    source = (
+        f"if (location.origin === {json.dumps(origin)}) "
+        f"sessionStorage.setItem('peermr-worker-id', {json.dumps(worker_id)});"
+    )
+    pipe.call("Page.enable", {}, session)  # scripts for new documents run only while it is
+    pipe.call("Page.addScriptToEvaluateOnNewDocument", {"source": source}, session)
+    pipe.call("Page.navigate", {"url": f"{server}/worker"}, session)
+    # The tab keeps the id across reloads: once it holds it, no events need to come down the pipe.
+    while evaluate(pipe, session, "sessionStorage.getItem('peermr-worker-id')") != worker_id:
+        if time.monotonic() > deadline:
+            raise DevToolsError("the worker page did not take its worker id")
+        time.sleep(0.2)
+    pipe.call("Page.disable", {}, session)
+    return session
+
+
+def evaluate(pipe: DevToolsPipe, session: str, expression: str):
+    """The value of a JavaScript expression in the tab; None while it cannot say (a page loading)."""
+    result = pipe.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session, timeout=5)
+    return result.get("result", {}).get("value")
+
+
+def page_state(worker: Worker) -> dict:
+    """Where the worker page is and what it says of its connection; what went wrong, when it cannot say."""
+    if not worker.session:
+        return {"problem": "its page did not open"}
+    try:
+        state = evaluate(worker.pipe, worker.session, PAGE_STATE)
+    except DevToolsError as exc:
+        return {"problem": str(exc)}
+    return state or {"problem": "its page did not answer"}
+
+
+def not_joined(state: dict) -> str:
+    if problem := state.get("problem"):
+        return problem
+    if state.get("path") != "/worker":
+        return f"its page went to {state.get('path')} instead of staying on /worker"
+    return "; ".join(filter(None, [f"its page says {state.get('connection') or 'nothing'}", state.get("note")]))
 
 
 def run_workers(server: str, token: str, count: int, chromium: str | None, data_dir: Path, gpu: bool = False) -> None:

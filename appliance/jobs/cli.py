@@ -1,9 +1,10 @@
 """`peermr job ...`: run jobs on an appliance and follow them, from a terminal.
 
-    peermr job run wordcount.js --server URL --token T [--workers N] [--private]
+    peermr job run wordcount.js --server URL [--workers N] [--private]
                                [--wait [--detach]] [--output out.jsonl]
     peermr job list | status RUN | cancel RUN | logs RUN [--follow]
 
+The API token comes from PEERMR_TOKEN or --token-file FILE (or --token T, which shows in ps).
 `run` saves the job under the file's name (replacing the script of a job of that name), says how many
 workers are connected and eligible for the run, and queues it; it warns when fewer eligible workers
 are connected than the run asks. With --wait a progress
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 from appliance.api_client import Api
-from appliance.commands import CommandError
+from appliance.commands import CommandError, add_token_flags
 
 POLL_SECONDS = 0.5
 LOG_POLL_SECONDS = 1.0
@@ -212,7 +213,7 @@ def cmd_logs(args: argparse.Namespace) -> None:
 
 def _server_args(parser) -> None:
     parser.add_argument("--server", help="the appliance's URL (env PEERMR_SERVER)")
-    parser.add_argument("--token", help="an API token (env PEERMR_TOKEN)")
+    add_token_flags(parser)
 
 
 def add_parser(sub) -> None:

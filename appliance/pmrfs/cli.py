@@ -7,7 +7,8 @@
     peermr fs rm BUCKET/KEY | BUCKET [--force]
     peermr fs stat BUCKET/KEY
 
-Every action takes --server URL and --token T (or PEERMR_SERVER and PEERMR_TOKEN).
+Every action takes --server URL (or PEERMR_SERVER) and an API token: PEERMR_TOKEN, --token-file FILE
+or --token T (which shows in ps).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import urllib.parse
 from pathlib import Path
 
 from appliance.api_client import Api
-from appliance.commands import CommandError
+from appliance.commands import CommandError, add_token_flags
 
 CHUNK = 1024 * 1024
 
@@ -176,7 +177,7 @@ def add_parser(sub) -> None:
     def action(name: str, help: str, handler) -> argparse.ArgumentParser:
         p = fs.add_parser(name, help=help)
         p.add_argument("--server", help="the appliance's URL (env PEERMR_SERVER)")
-        p.add_argument("--token", help="an API token (env PEERMR_TOKEN)")
+        add_token_flags(p)
         p.set_defaults(func=_run(handler))
         return p
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,26 +30,26 @@ def wait_for(predicate, timeout: float = 60):
     raise AssertionError("timed out")
 
 
+def command_lines() -> list[str]:
+    """Every process's command line, as `ps` shows them to any user of the machine."""
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            pass  # a process that ended meanwhile
+    return lines
+
+
 def test_runner_keeps_its_workers_connected(appliance: Appliance, tmp_path):
     appliance.add_user("farm@example.com", "worker", "farm-password-1")
     token = appliance.cli("token", "create", "farm@example.com").stdout.strip()
     admin = Client(appliance.url)
     admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
     runner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "appliance",
-            "worker",
-            "--server",
-            appliance.url,
-            "--token",
-            token,
-            "--count",
-            "2",
-            "--data-dir",
-            str(tmp_path / "farm"),
-        ],
+        [sys.executable, "-m", "appliance", "worker", "--server", appliance.url, "--count", "2"]
+        + ["--data-dir", str(tmp_path / "farm")],
+        env={**os.environ, "PEERMR_TOKEN": token},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -57,6 +58,8 @@ def test_runner_keeps_its_workers_connected(appliance: Appliance, tmp_path):
     try:
         first = wait_for(lambda: (ids := fleet_rows(admin)) and len(ids) == 2 and ids)
         assert "farm@example.com" in admin.get("/ui/workers/live").text
+        # Neither the runner nor its browsers show the token to other users of the machine.
+        assert not [line for line in command_lines() if token in line]
         # Kill one browser: the runner starts it again with the same profile and worker id.
         profile = tmp_path / "farm" / "worker-profiles" / "worker-0"
         browser = subprocess.run(  # the browser process: the oldest one using that profile
@@ -70,7 +73,7 @@ def test_runner_keeps_its_workers_connected(appliance: Appliance, tmp_path):
         runner.send_signal(signal.SIGTERM)
         output, _ = runner.communicate(timeout=60)
     assert runner.returncode == 0, output
-    assert "restarting" in output and "all workers stopped" in output
+    assert "2 workers joined" in output and "restarting" in output and "all workers stopped" in output
     wait_for(lambda: not fleet_rows(admin), timeout=60)
 
 
@@ -82,3 +85,32 @@ def test_runner_refuses_bad_tokens_and_a_missing_chromium(appliance: Appliance, 
     env = {**os.environ, "PATH": "/nonexistent"}
     missing = run_cli("worker", "--server", appliance.url, "--token", "pmr_x", "--data-dir", str(tmp_path), env=env)
     assert missing.returncode == 1 and "apt-get install chromium" in missing.stderr
+
+
+def test_runner_says_why_its_browsers_cannot_join(appliance: Appliance, tmp_path):
+    # An account made with a one-time password: its worker page would send the browser to change it.
+    appliance.cli("user", "add", "new@example.com", "--role", "worker", input="")
+    token_file = tmp_path / "token"
+    token_file.write_text(appliance.cli("token", "create", "new@example.com").stdout)
+    pending = run_cli("worker", "--server", appliance.url, "--token-file", str(token_file), "--data-dir", str(tmp_path))
+    assert pending.returncode == 1
+    assert "the account must change its one-time password first" in pending.stderr
+    # A Chromium that cannot start: the runner stops at once and says so, instead of restarting it for ever.
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    token_file.write_text(appliance.cli("token", "create", ADMIN_EMAIL).stdout)
+    started = time.monotonic()
+    crashed = run_cli(
+        "worker",
+        "--server",
+        appliance.url,
+        "--token-file",
+        str(token_file),
+        "--chromium",
+        str(broken),
+        "--data-dir",
+        str(tmp_path),
+    )
+    assert crashed.returncode == 1 and "worker 0's Chromium exited (3) before it joined" in crashed.stderr
+    assert time.monotonic() - started < 30
