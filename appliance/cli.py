@@ -15,9 +15,10 @@ from pathlib import Path
 from appliance import __version__
 from appliance.audit import cli as audit_cli
 from appliance.audit.context import command_line
+from appliance.backup import cli as backup_cli
 from appliance.billing import cli as billing_cli
 from appliance.commands import CommandError, add_token_flags, command_settings, existing_store_settings, token_from
-from appliance.config import DEFAULT_DATA_DIR, WILDCARD_HOSTS, Settings
+from appliance.config import DEFAULT_DATA_DIR, Settings
 from appliance.data_dir import keep_private, warn_if_exposed
 from appliance.errors import ServiceError
 from appliance.jobs import cli as jobs_cli
@@ -32,37 +33,35 @@ def _prepare_database(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from appliance.app import create_app
     from appliance.fleet.protocol import MAX_BINARY_FRAME
-    from appliance.server import GracefulServer
+    from appliance.server import GracefulServer, configure_logging, uvicorn_config
 
     settings = command_settings(args)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings)
+    log = logging.getLogger("appliance.serve")
+    log.info("PeerMR Appliance %s starting: data in %s", __version__, settings.data_path)
     warn_if_exposed(settings)
     app = create_app(settings)
+    configure_logging(settings)  # again: building the app installed Litestar's handler
     # The modules and the app live as long as the server: out of the cyclic collector's sight, its
     # full collections walk only what requests and runs make. A full one over these ~180,000
     # objects stalled the event loop for ~0.1 s, about once per run or every few output downloads.
     gc.collect()
     gc.freeze()
-    print(f"PeerMR Appliance {__version__}: data in {settings.data_path}", flush=True)
-    if settings.public_url or settings.host not in WILDCARD_HOSTS:
-        print(f"Open {settings.base_url}/", flush=True)
-    else:
-        print(f"Open http://localhost:{settings.port}/ here, or {settings.base_url}/ from other machines", flush=True)
-    # Parameter-server values travel as binary WebSocket frames of up to MAX_BINARY_FRAME bytes.
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=False,
-        ws_max_size=MAX_BINARY_FRAME,
-    )
     coordinator = app.state.coordinator
-    GracefulServer(config, lambda: coordinator.drain(settings.shutdown_grace_seconds), coordinator.serving).run()
+
+    def serving() -> None:
+        coordinator.serving()
+        if settings.local_url == settings.base_url:
+            log.info("serving: open %s/", settings.base_url)
+        else:
+            log.info("serving: open %s/ here, or %s/ from other machines", settings.local_url, settings.base_url)
+
+    # Parameter-server values travel as binary WebSocket frames of up to MAX_BINARY_FRAME bytes.
+    config = uvicorn_config(app, settings, ws_max_size=MAX_BINARY_FRAME)
+    GracefulServer(config, lambda: coordinator.drain(settings.shutdown_grace_seconds), serving).run()
+    log.info("stopped")
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
@@ -121,7 +120,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
         raise CommandError("--server and a token are required (PEERMR_SERVER, and PEERMR_TOKEN or --token-file)")
     data_dir = Path(args.data_dir or os.environ.get("PEERMR_DATA_DIR") or DEFAULT_DATA_DIR)
     keep_private()  # the browser profiles hold the workers' session cookies and PMRFS blobs
-    run_workers(server, token, args.count, args.chromium, data_dir, args.gpu)
+    run_workers(server, token, args.count, args.chromium, data_dir, args.gpu, args.ignore_busy)
 
 
 def cmd_version(args: argparse.Namespace) -> None:
@@ -142,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="HTTP port (default 8000)")
     serve.add_argument("--turn-port", type=int, help="TURN/STUN port, UDP and TCP (default 3478)")
     serve.add_argument("--public-url", help="the URL browsers use to reach the appliance")
+    serve.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate chain (env PEERMR_TLS_CERT)")
+    serve.add_argument("--tls-key", help="the certificate's PEM private key (env PEERMR_TLS_KEY)")
     serve.set_defaults(func=cmd_serve)
 
     migrate = sub.add_parser("migrate", help="apply pending database migrations")
@@ -175,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--gpu", action="store_true", help="give the browsers WebGPU (the GPU, or a software adapter without one)"
     )
+    worker.add_argument(
+        "--ignore-busy",
+        action="store_true",
+        help="keep working while the computer is busy (for a machine given over to the work; default: pause)",
+    )
     _data_dir_flag(worker)
     worker.set_defaults(func=cmd_worker)
 
@@ -182,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_cli.add_parser(sub)
     billing_cli.add_parser(sub)
     audit_cli.add_parser(sub)
+    backup_cli.add_parser(sub)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)

@@ -14,7 +14,7 @@ from appliance.data_dir import keep_private
 from appliance.errors import ServiceError
 
 # The flags a command may take that override settings (see config.py for the precedence).
-SETTINGS_FLAGS = ("data_dir", "host", "port", "turn_port", "public_url")
+SETTINGS_FLAGS = ("data_dir", "host", "port", "turn_port", "public_url", "tls_cert", "tls_key")
 
 
 class CommandError(ServiceError):

@@ -181,7 +181,6 @@ class Appliance:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None):
         self.data_dir = data_dir
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
             "PEERMR_ADMIN_EMAIL": ADMIN_EMAIL,
@@ -195,6 +194,8 @@ class Appliance:
         }
         if "PEERMR_DATABASE_URL" not in self.env and (url := postgres_database_url(data_dir)):
             self.env["PEERMR_DATABASE_URL"] = url
+        # With a certificate (PEERMR_TLS_CERT) it serves HTTPS only; the test trusts its CA (SSL_CERT_FILE).
+        self.url = f"{'https' if self.env.get('PEERMR_TLS_CERT') else 'http'}://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-serve.log"
 

@@ -1,0 +1,1 @@
+"""`peermr backup` and `peermr restore`: the data directory copied while the appliance runs."""
