@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from appliance import __version__
 from appliance.config import CONFIG_FILE_NAME, Settings
@@ -60,7 +61,7 @@ def backup(settings: Settings, target: Path) -> Summary:
     blobs = target / BLOBS
     _copy_blobs(source / BLOBS, blobs)
     if settings.uses_postgres:
-        _run(["pg_dump", "--format=custom", "--no-owner", f"--file={target / POSTGRES_DUMP}", settings.database_url])
+        _run(["pg_dump", "--format=custom", "--no-owner", f"--file={target / POSTGRES_DUMP}"], settings.database_url)
         files, appliance_blobs = [POSTGRES_DUMP], None
     else:
         _sqlite_snapshot(settings.sqlite_path, target / SQLITE_COPY)
@@ -100,15 +101,7 @@ def restore(source: Path, settings: Settings) -> Summary:
     if settings.uses_postgres:
         if tables := asyncio.run(_postgres_tables(settings.database_url)):
             raise BackupError(f"the database of database_url already has {tables} table(s): restore into an empty one")
-        _run(
-            [
-                "pg_restore",
-                "--no-owner",
-                "--exit-on-error",
-                f"--dbname={settings.database_url}",
-                str(source / POSTGRES_DUMP),
-            ]
-        )
+        _run(["pg_restore", "--no-owner", "--exit-on-error", str(source / POSTGRES_DUMP)], settings.database_url)
     else:
         shutil.copyfile(source / SQLITE_COPY, settings.sqlite_path)
     for name in (SECRETS_FILE_NAME, CONFIG_FILE_NAME):
@@ -177,9 +170,17 @@ async def _postgres_tables(url: str) -> int:
         await connection.close()
 
 
-def _run(command: list[str]) -> None:
+def _run(command: list[str], database_url: str) -> None:
+    """Run a PostgreSQL client tool on ``database_url``, its password in the environment (not in ps)."""
+    parts = urlsplit(database_url)
+    env = {**os.environ, "PGCONNECT_TIMEOUT": "30"}
+    if parts.password is not None:
+        env["PGPASSWORD"] = unquote(parts.password)
+        netloc = parts.netloc.rpartition("@")[2]
+        user = parts.username
+        parts = parts._replace(netloc=f"{user}@{netloc}" if user else netloc)
     try:
-        result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PGCONNECT_TIMEOUT": "30"})
+        result = subprocess.run([*command, f"--dbname={urlunsplit(parts)}"], capture_output=True, text=True, env=env)
     except FileNotFoundError:
         raise BackupError(
             f"{command[0]} is not installed: install PostgreSQL's client tools of the server's version"
