@@ -1,7 +1,9 @@
 """Courtesy on employees' machines: the share of a device's cores a worker page may use and the hours
 it may work, as an admin sets them (Admin → Settings). The page applies them (static/worker/courtesy.js):
 it runs at most floor(share × cores) tasks at once (at least one), reports that as its capacity, and
-pauses on battery, under serious compute pressure and outside the hours.
+pauses on battery, under serious compute pressure and outside the hours. The admin may turn the busy
+check off for machines given over to the work: the worker page is then served without the Compute
+Pressure API (``NO_PRESSURE_POLICY``), so the page never sees the pressure it would pause for.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from appliance.fleet.tables import CourtesyRules
 
 DEFAULT_SHARE = 0.5
 HOURS = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+# The header of a worker page that must not pause while the computer is busy.
+NO_PRESSURE_POLICY = {"Permissions-Policy": "compute-pressure=()"}
 
 
 class Courtesy(msgspec.Struct, frozen=True):
     core_share: float = DEFAULT_SHARE
     hours_from: str = ""
     hours_to: str = ""
+    pause_when_busy: bool = True
 
     @property
     def hours(self) -> str:
@@ -32,40 +37,44 @@ class Courtesy(msgspec.Struct, frozen=True):
 
 async def rules() -> Courtesy:
     row = await CourtesyRules.select().first()
-    return Courtesy(row["core_share"], row["hours_from"], row["hours_to"]) if row else Courtesy()
+    if row is None:
+        return Courtesy()
+    return Courtesy(row["core_share"], row["hours_from"], row["hours_to"], row["pause_when_busy"])
 
 
-def _share(text: str) -> float:
+def _share_problem(text: str) -> str:
     text = text.strip().rstrip("%").strip()
     try:
         percent = float(text)
     except ValueError:
-        raise InvalidRequest(f"The core share must be a percentage from 1 to 100, not {text!r}.") from None
-    if not 1 <= percent <= 100:
-        raise InvalidRequest(f"The core share must be from 1 to 100 %, not {text}.")
-    return percent / 100
+        return f"The core share must be a percentage from 1 to 100, not {text!r}."
+    return "" if 1 <= percent <= 100 else f"The core share must be from 1 to 100 %, not {text}."
 
 
-def _hours(hours_from: str, hours_to: str) -> tuple[str, str]:
-    hours_from, hours_to = hours_from.strip(), hours_to.strip()
+def _hours_problem(hours_from: str, hours_to: str) -> str:
     if not hours_from and not hours_to:
-        return "", ""
-    for value in (hours_from, hours_to):
-        if not HOURS.match(value):
-            raise InvalidRequest(f"Working hours are two times like 18:00 and 08:00 (or both empty), not {value!r}.")
+        return ""
+    if bad := [value for value in (hours_from, hours_to) if not HOURS.match(value)]:
+        return f"Working hours are two times like 18:00 and 08:00 (or both empty), not {' or '.join(map(repr, bad))}."
     if hours_from == hours_to:
-        raise InvalidRequest("The working hours start and end at the same time; leave both empty for any time.")
-    return hours_from, hours_to
+        return "The working hours start and end at the same time; leave both empty for any time."
+    return ""
 
 
-async def save(core_share_percent: str, hours_from: str, hours_to: str) -> Courtesy:
-    """Store the admin's rules (the share in percent; hours may wrap past midnight) and return them."""
-    new = Courtesy(_share(core_share_percent), *_hours(hours_from, hours_to))
+async def save(core_share_percent: str, hours_from: str, hours_to: str, pause_when_busy: bool = True) -> Courtesy:
+    """Store the admin's rules (the share in percent; hours may wrap past midnight) and return them;
+    refused with every bad field named."""
+    hours_from, hours_to = hours_from.strip(), hours_to.strip()
+    if problems := [p for p in (_share_problem(core_share_percent), _hours_problem(hours_from, hours_to)) if p]:
+        raise InvalidRequest(" ".join(problems))
+    share = float(core_share_percent.strip().rstrip("%").strip()) / 100
+    new = Courtesy(share, hours_from, hours_to, pause_when_busy)
     before = await rules()
     values = {
         CourtesyRules.core_share: new.core_share,
         CourtesyRules.hours_from: new.hours_from,
         CourtesyRules.hours_to: new.hours_to,
+        CourtesyRules.pause_when_busy: new.pause_when_busy,
         CourtesyRules.updated_at: now(),
     }
     await save_only_row(CourtesyRules, values)

@@ -14,6 +14,7 @@ from appliance.billing import service as billing
 from appliance.fleet import courtesy, views
 from appliance.fleet import protocol as p
 from appliance.fleet.connection import CLOSE_GONE
+from appliance.fleet.presence import paused_note
 from appliance.fleet.registry import Fleet
 from appliance.web.rendering import is_htmx, page, redirect
 
@@ -29,15 +30,19 @@ async def worker_page(request: Request) -> Template:
     provided = await billing.usage(tz, user.user_id, side=billing.PROVIDER)
     # Worker accounts are paid for what their browsers provide; others see their contribution only.
     earnings = await billing.estimate(tz, user.user_id, kind=billing.PROVIDER) if user.role == "worker" else None
-    return page(
+    rules = await courtesy.rules()
+    response = page(
         request,
         "fleet/worker.html",
         account_email=user.email,
         enrolled=user.via == "worker",
-        courtesy=await courtesy.rules(),
+        courtesy=rules,
         provided=provided,
         earnings=billing.format_money(earnings.total, earnings.currency) if earnings else None,
     )
+    if not rules.pause_when_busy:
+        response.headers.update(courtesy.NO_PRESSURE_POLICY)
+    return response
 
 
 def _context(request: Request, query: views.Query) -> dict:
@@ -47,11 +52,12 @@ def _context(request: Request, query: views.Query) -> dict:
     def may_see_run(run_id: int) -> bool:
         return user.is_admin or (user.role == "coordinator" and coordinator.read.run_owner(run_id) == user.user_id)
 
-    # A coordinator's runs may use any account's browsers (private mode: only its own).
+    # A coordinator's runs may use any account's browsers (private mode: only its own); paused ones
+    # are connected too, and say why they do not work (fleet/presence.py).
     shown = [
         w
         for w in _fleet(request).workers.values()
-        if user.is_admin or w.account_id == user.user_id or (user.role == "coordinator" and not w.paused)
+        if user.is_admin or w.account_id == user.user_id or user.role == "coordinator"
     ]
     placements = coordinator.read.placements()
     rows = [
@@ -68,6 +74,7 @@ def _context(request: Request, query: views.Query) -> dict:
         "workers": selected,
         "total": len(rows),
         "others": sum(1 for r in rows if not r.id),
+        "paused": paused_note(shown),
         "query": query,
         "states": views.STATES,
         "can_disconnect": user.is_admin,

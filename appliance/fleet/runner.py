@@ -48,10 +48,11 @@ CHROMIUM_FLAGS = [
     # A worker page is never the visible tab: do not let the browser throttle it.
     "--disable-background-timer-throttling",
     "--disable-renderer-backgrounding",
-    # A machine given over to work: its load is the work, not a person's to spare (no pressure pauses).
-    "--disable-blink-features=ComputePressure",
     "--remote-debugging-pipe",
 ]
+# --ignore-busy: a machine given over to work, whose load is the work, not a person's to spare: without
+# the Compute Pressure API its pages never pause for a busy computer (as Admin → Settings can do for all).
+IGNORE_BUSY_FLAGS = ["--disable-blink-features=ComputePressure"]
 # --gpu: WebGPU in headless Chromium (Linux needs the unsafe flag and Vulkan); no --disable-gpu.
 GPU_FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan"]
 MAX_BACKOFF = 60.0
@@ -173,11 +174,21 @@ def user_environment() -> dict[str, str]:
 
 
 class Runner:
-    def __init__(self, server: str, token: str, count: int, chromium: str, data_dir: Path, gpu: bool = False):
+    def __init__(
+        self,
+        server: str,
+        token: str,
+        count: int,
+        chromium: str,
+        data_dir: Path,
+        gpu: bool = False,
+        ignore_busy: bool = False,
+    ):
         self.server = server.rstrip("/")
         self.token = token
         self.chromium = chromium
         self.gpu = gpu
+        self.ignore_busy = ignore_busy
         self.workers = [
             Worker(i, profile, _worker_id(profile))
             for i in range(count)
@@ -187,6 +198,7 @@ class Runner:
 
     def _command(self, worker: Worker) -> list[str]:
         flags = [f for f in CHROMIUM_FLAGS if f != "--disable-gpu"] + GPU_FLAGS if self.gpu else list(CHROMIUM_FLAGS)
+        flags += IGNORE_BUSY_FLAGS if self.ignore_busy else []
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             flags.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
         return [self.chromium, *flags, f"--user-data-dir={worker.profile}", "about:blank"]
@@ -334,12 +346,20 @@ def not_joined(state: dict) -> str:
     return "; ".join(filter(None, [f"its page says {state.get('connection') or 'nothing'}", state.get("note")]))
 
 
-def run_workers(server: str, token: str, count: int, chromium: str | None, data_dir: Path, gpu: bool = False) -> None:
+def run_workers(
+    server: str,
+    token: str,
+    count: int,
+    chromium: str | None,
+    data_dir: Path,
+    gpu: bool = False,
+    ignore_busy: bool = False,
+) -> None:
     if count < 1:
         raise RunnerError("--count must be at least 1")
     binary = find_chromium(chromium)
     check_token(server.rstrip("/"), token)
     with_gpu = " with WebGPU" if gpu else ""
     print(f"Starting {count} worker{'s' if count != 1 else ''}{with_gpu} for {server} with {binary}", flush=True)
-    Runner(server, token, count, binary, data_dir, gpu).run()
+    Runner(server, token, count, binary, data_dir, gpu, ignore_busy).run()
     sys.stdout.flush()

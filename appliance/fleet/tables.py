@@ -50,4 +50,6 @@ class CourtesyRules(Table, tablename="fleet_courtesy"):
     # Local hours (HH:MM, the device's clock) between which tabs take tasks; both empty: any time.
     hours_from = Varchar(length=5, default="")
     hours_to = Varchar(length=5, default="")
+    # Pages pause while the computer is busy (CPU pressure); off for machines given over to the work.
+    pause_when_busy = Boolean(default=True)
     updated_at = Timestamptz()

@@ -10,18 +10,20 @@ from appliance.jobs.spec import JobSpec
 
 @dataclass(frozen=True)
 class FleetCounts:
-    """The connected workers (not paused) as someone about to start a run sees them."""
+    """The connected workers (paused ones too) as someone about to start a run sees them."""
 
     connected: int
     idle: int
     own: int  # of the account starting the run (what private mode may use)
     gpu: int  # with a WebGPU adapter that counts as a GPU (software ones only when the admin allows)
+    paused: str = ""  # fleet/presence.py: "both paused: this computer is busy ..."
 
     def describe(self) -> str:
         if not self.connected:
             return "No worker is connected right now: a run waits in the queue until enough are."
+        paused = f", {self.paused}" if self.paused else ""
         return (
-            f"Connected now: {self.connected} worker{'s' if self.connected != 1 else ''} ({self.idle} idle), "
+            f"Connected now: {self.connected} worker{'s' if self.connected != 1 else ''} ({self.idle} idle{paused}), "
             f"{self.own} of them yours (all private mode may use), {self.gpu} with WebGPU."
         )
 
@@ -97,13 +99,17 @@ def describe_need(spec: JobSpec, count: int) -> str:
     return what
 
 
-def capacity_note(spec: JobSpec, connected: int, eligible: int) -> str:
-    """What a run asks against what the fleet has, e.g. "asks 8, 3 connected, 2 eligible with WebGPU";
-    empty when enough eligible workers are connected (busy or not)."""
+def capacity_note(spec: JobSpec, connected: int, eligible: int, paused: str = "") -> str:
+    """What a run asks against what the fleet has, e.g. "asks 8, 3 connected, 2 eligible with WebGPU",
+    "asks 4, 2 connected (both paused: this computer is busy), 0 eligible"; empty when enough eligible
+    workers are connected (busy or not). Paused workers are connected but not eligible."""
     if eligible >= needed(spec):
         return ""
     qualifier = describe_need(spec, 0).removeprefix("0 idle workers").strip()
-    return f"asks {needed(spec)}, {connected} connected, {eligible} eligible{' ' + qualifier if qualifier else ''}"
+    paused = f" ({paused})" if paused else ""
+    return (
+        f"asks {needed(spec)}, {connected} connected{paused}, {eligible} eligible{' ' + qualifier if qualifier else ''}"
+    )
 
 
 def wait_reason(spec: JobSpec, idle_free: int, held_back: int, busy: int) -> str:
@@ -119,12 +125,11 @@ def wait_reason(spec: JobSpec, idle_free: int, held_back: int, busy: int) -> str
     return reason
 
 
-def short_reason(spec: JobSpec, connected: int, eligible: int) -> str:
+def short_reason(spec: JobSpec, connected: int, eligible: int, paused: str = "") -> str:
     """Why a run waits that could not start even if every connected worker were idle."""
-    return (
-        f"{capacity_note(spec, connected, eligible)}: waits for more workers to connect "
-        "(runs queued later may start meanwhile)"
-    )
+    more = "the paused ones to resume or more workers to connect" if paused else "more workers to connect"
+    note = capacity_note(spec, connected, eligible, paused)
+    return f"{note}: waits for {more} (runs queued later may start meanwhile)"
 
 
 def software_gpu_note(spec: JobSpec, workers: list[Worker], software_gpus: bool) -> str:

@@ -17,6 +17,7 @@ from appliance.accounts.auth import PUBLIC, USER, access
 from appliance.billing import service as billing
 from appliance.billing.ledger import PROVIDER
 from appliance.billing.views import month_label
+from appliance.fleet.presence import paused_note
 from appliance.jobs import overview as runs_overview
 from appliance.metrics import plots
 from appliance.metrics.sampler import account_samples_since, samples_since
@@ -39,6 +40,7 @@ def _fleet_figures(workers: list) -> dict:
         "idle": sum(1 for w in workers if w.state == "idle"),
         "busy": sum(1 for w in workers if w.state == "busy"),
         "paused": sum(1 for w in workers if w.state == "paused"),
+        "paused_note": paused_note(workers),
         "relayed": sum(1 for w in workers if w.connectivity == "relay"),
         "unreachable": sum(1 for w in workers if w.connectivity == "unreachable"),
         "tasks": sum(w.tasks_done for w in workers),
@@ -63,6 +65,15 @@ def _problems(glance, fleet: dict, is_admin: bool) -> list[tuple[str, str | None
             problems.append((f"Run {run.id} ({run.job_name}) waits: {run.reason}", f"/ui/runs/{run.id}"))
     if not fleet["connected"]:
         problems.append(("No worker is connected: runs wait in the queue until browsers open the worker page.", None))
+    elif fleet["paused"] == fleet["connected"]:
+        count = fleet["connected"]
+        problems.append(
+            (
+                f"{count} worker{'s' if count != 1 else ''} connected, {fleet['paused_note']}: "
+                "runs wait in the queue until they resume (Admin → Settings can turn the busy check off)",
+                "/ui/workers",
+            )
+        )
     if is_admin and fleet["unreachable"]:
         problems.append(
             (f"{fleet['unreachable']} worker(s) cannot be reached peer to peer, not even through the relay.", None)
@@ -91,7 +102,7 @@ async def _context(request: Request) -> dict:
     buckets = await pmrfs.list_buckets(actor)
     samples = await samples_since(since)
     recent = [s for s in samples if s["at"] >= dt.datetime.now(dt.UTC) - dt.timedelta(hours=PLOT_HOURS)]
-    fleet = _fleet_figures([w for w in workers if not w.paused] if not user.is_admin else workers)
+    fleet = _fleet_figures(workers)  # paused ones are connected too (fleet/presence.py)
     context.update(
         fleet=fleet,
         glance=glance,

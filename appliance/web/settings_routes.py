@@ -54,6 +54,7 @@ class CourtesyForm(msgspec.Struct):
     core_share_percent: str = ""
     hours_from: str = ""
     hours_to: str = ""
+    pause_when_busy: str = ""  # "true" when the box is ticked (an unticked box is not sent)
 
 
 class MetricsSourcesForm(msgspec.Struct):
@@ -96,7 +97,8 @@ async def _settings_page(
         )
     if courtesy_form is None:
         stored = await courtesy.rules()
-        courtesy_form = CourtesyForm(_typed(stored.core_share * 100), stored.hours_from, stored.hours_to)
+        busy_check = "true" if stored.pause_when_busy else ""
+        courtesy_form = CourtesyForm(_typed(stored.core_share * 100), stored.hours_from, stored.hours_to, busy_check)
     scrape = await metrics_access.policy()
     return page(
         request,
@@ -192,7 +194,7 @@ async def save_software_gpus(
 @post(f"{SETTINGS}/courtesy", opt=access(ADMIN), include_in_schema=False)
 async def save_courtesy(request: Request, data: Form[CourtesyForm], settings: NamedDependency[Settings]) -> Response:
     try:
-        await courtesy.save(data.core_share_percent, data.hours_from, data.hours_to)
+        await courtesy.save(data.core_share_percent, data.hours_from, data.hours_to, data.pause_when_busy == "true")
     except ServiceError as exc:
         return await _settings_page(
             request, settings, status_code=exc.status, courtesy_form=data, courtesy_error=str(exc)

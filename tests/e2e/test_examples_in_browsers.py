@@ -312,7 +312,7 @@ def test_peermr_worker_gpu_starts_chromium_with_webgpu(appliance, admin, tmp_pat
     before = len(fleet_gpus(admin))
     command = [sys.executable, "-m", "appliance", "worker", "--server", appliance.url, "--token", farm_token]
     runner = subprocess.Popen(
-        [*command, "--gpu", "--data-dir", str(tmp_path / "farm")],
+        [*command, "--gpu", "--ignore-busy", "--data-dir", str(tmp_path / "farm")],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -38,6 +38,8 @@ FAKE_BATTERY = """
   Object.defineProperty(Navigator.prototype, 'getBattery', {value: () => Promise.resolve(battery), configurable: true});
 })();
 """
+# Half of the cores (the default), any time of day, pausing while the computer is busy (the default).
+COURTESY = {"core_share_percent": "50", "pause_when_busy": "true"}
 NO_BATTERY_API = "Object.defineProperty(Navigator.prototype, 'getBattery', {value: undefined, configurable: true});"
 
 
@@ -52,8 +54,7 @@ def appliance(tmp_path_factory):
 def admin(appliance):
     client = appliance.client()
     client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
-    # Half of the cores (the default), any time of day.
-    assert client.form("/ui/admin/settings/courtesy", {"core_share_percent": "50"}).status_code == 303
+    assert client.form("/ui/admin/settings/courtesy", COURTESY).status_code == 303
     yield client
     client.close()
 
@@ -173,8 +174,9 @@ def test_on_battery_a_tab_stops_taking_work_and_resumes_when_plugged_in(tabs, ap
         wait_until(lambda: "(this computer is on battery)" in worker_row(admin, laptop.worker_id))
         before = laptop.tasks()
         run_id = run(api)
-        # The scheduler sees no worker it may use, and says so.
-        wait_until(lambda: "0 connected" in (state_of(api, run_id)["reason"] or ""), what="the queue's reason")
+        # The scheduler sees no worker it may use, and says why: both are connected, and paused.
+        reason = wait_until(lambda: "2 connected (both paused: " in (r := state_of(api, run_id)["reason"] or "") and r)
+        assert "1: this computer is on battery" in reason and "1: paused on the worker page" in reason, reason
         assert state_of(api, run_id)["state"] == "queued" and laptop.tasks() == before
 
         laptop.page.evaluate("window.__setCharging(true)")
@@ -185,7 +187,7 @@ def test_on_battery_a_tab_stops_taking_work_and_resumes_when_plugged_in(tabs, ap
         desktop.page.get_by_role("button", name="Resume").click()
 
 
-def test_under_critical_pressure_an_idle_tab_pauses_and_resumes(tabs, api):
+def test_under_critical_pressure_an_idle_tab_pauses_and_resumes(tabs, api, admin):
     laptop, desktop = tabs
     before = laptop.tasks(), desktop.tasks()
     for tab in tabs:
@@ -193,11 +195,41 @@ def test_under_critical_pressure_an_idle_tab_pauses_and_resumes(tabs, api):
     for tab in tabs:
         expect(tab.page.locator("#state")).to_have_text("paused: this computer is busy (critical CPU pressure)")
     run_id = run(api)
-    wait_until(lambda: "0 connected" in (state_of(api, run_id)["reason"] or ""), what="the queue's reason")
+    # Connected, paused, and why: in the queue's reason, the Overview, the Workers page and the Run dialog.
+    paused = "2 connected (both paused: this computer is busy (critical CPU pressure))"
+    wait_until(lambda: paused in (state_of(api, run_id)["reason"] or ""), what="the queue's reason")
+    overview = html.unescape(admin.get("/ui/overview/live").text)
+    assert "2 workers connected, both paused: this computer is busy (critical CPU pressure): runs wait" in overview
+    assert "2 connected, both paused: this computer is busy" in html.unescape(admin.get("/ui/workers/live").text)
+    job_id = api.get(f"/runs/{run_id}").json()["job_id"]
+    summary = api.post(f"/jobs/{job_id}/capacity", json={}).json()["summary"]
+    assert summary.startswith("2 workers connected, both paused: this computer is busy (critical CPU pressure)")
     for tab in tabs:
         tab.pressure("fair")
     assert finished(api, run_id)["state"] == "succeeded"
     assert (laptop.tasks() - before[0]) + (desktop.tasks() - before[1]) == 3
+
+
+def test_a_dedicated_machine_keeps_working_when_busy(tabs, api, admin):
+    """Admin → Settings turns the busy check off: pages work on under critical pressure."""
+    laptop, desktop = tabs
+    assert admin.form("/ui/admin/settings/courtesy", {"core_share_percent": "50"}).status_code == 303
+    try:
+        for tab in tabs:
+            tab.page.reload()  # a page takes the courtesy rules when it loads
+            expect(tab.page.locator("#connection")).to_have_text("connected")
+            tab.pressure("critical")
+        assert finished(api, run(api))["state"] == "succeeded"
+        assert laptop.tasks() + desktop.tasks() == 3  # counted since the reload
+        time.sleep(2)  # idle now under critical pressure: a page with the busy check would pause within a second
+        for tab in tabs:
+            expect(tab.page.locator("#state")).not_to_contain_text("paused")
+    finally:
+        assert admin.form("/ui/admin/settings/courtesy", COURTESY).status_code == 303
+        for tab in tabs:
+            tab.pressure("nominal")
+            tab.page.reload()
+            expect(tab.page.locator("#connection")).to_have_text("connected")
 
 
 def test_outside_the_working_hours_a_tab_pauses(tabs, admin):
@@ -205,14 +237,14 @@ def test_outside_the_working_hours_a_tab_pauses(tabs, admin):
     now = dt.datetime.now()  # the browser's clock and zone are this machine's
     start, end = now + dt.timedelta(hours=2), now + dt.timedelta(hours=3)
     hours = {"hours_from": start.strftime("%H:%M"), "hours_to": end.strftime("%H:%M")}
-    assert admin.form("/ui/admin/settings/courtesy", {"core_share_percent": "50", **hours}).status_code == 303
+    assert admin.form("/ui/admin/settings/courtesy", {**COURTESY, **hours}).status_code == 303
     try:
         desktop.page.reload()
         expected = f"paused: outside the working hours ({hours['hours_from']}–{hours['hours_to']})"
         expect(desktop.page.locator("#state")).to_have_text(expected)
         expect(desktop.page.locator("#worker")).to_contain_text(f"outside {hours['hours_from']}–{hours['hours_to']}")
     finally:
-        assert admin.form("/ui/admin/settings/courtesy", {"core_share_percent": "50"}).status_code == 303
+        assert admin.form("/ui/admin/settings/courtesy", COURTESY).status_code == 303
     desktop.page.reload()
     expect(desktop.page.locator("#state")).to_have_text("waiting for work")
 

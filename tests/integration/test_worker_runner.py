@@ -47,7 +47,7 @@ def test_runner_keeps_its_workers_connected(appliance: Appliance, tmp_path):
     admin = Client(appliance.url)
     admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
     runner = subprocess.Popen(
-        [sys.executable, "-m", "appliance", "worker", "--server", appliance.url, "--count", "2"]
+        [sys.executable, "-m", "appliance", "worker", "--server", appliance.url, "--count", "2", "--ignore-busy"]
         + ["--data-dir", str(tmp_path / "farm")],
         env={**os.environ, "PEERMR_TOKEN": token},
         stdout=subprocess.PIPE,

@@ -21,6 +21,7 @@ from appliance.clock import now
 from appliance.cloud import service as cloud
 from appliance.events import EndCause
 from appliance.fleet import protocol as p
+from appliance.fleet.presence import paused_note
 from appliance.fleet.registry import Worker
 from appliance.jobs import selection
 from appliance.jobs.engine.ending import Ending
@@ -104,13 +105,16 @@ class Admission:
                 reason = selection.wait_reason(queued.spec, len(free), len(usable) - len(free), busy)
                 claimed.update(w.worker_id for w in usable)
             else:
-                reason = self._short_reason(queued, present, len(eligible[queued.run_id]))
+                reason = self._short_reason(queued, len(eligible[queued.run_id]))
             if reason != queued.reason:
                 queued.reason = reason
                 await Run.update({Run.reason: reason}).where(Run.id == queued.run_id)
 
-    def _short_reason(self, queued: Queued, present: list[Worker], eligible: int) -> str:
-        reason = selection.short_reason(queued.spec, len(present), eligible)
+    def _short_reason(self, queued: Queued, eligible: int) -> str:
+        # Paused workers are connected: the reason counts them and says why they do not work.
+        connected = list(self.shared.fleet.workers.values())
+        reason = selection.short_reason(queued.spec, len(connected), eligible, paused_note(connected))
+        present = [w for w in connected if not w.paused]
         return reason + selection.software_gpu_note(queued.spec, present, self.shared.policy.software_gpus)
 
     async def _expire(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from appliance.fleet.presence import paused_note
 from appliance.fleet.registry import Worker
 from appliance.jobs import selection, stages, views
 from appliance.jobs.engine.admission import Admission
@@ -131,19 +132,19 @@ class ReadModel:
         """May run this run's tasks, under the admin's rule on software GPUs."""
         return self._shared.eligible(worker, spec, owner_id)
 
-    def _present(self) -> list[Worker]:
-        return [w for w in self._shared.fleet.workers.values() if not w.paused]
-
     def fleet_counts(self, account_id: int) -> selection.FleetCounts:
-        present = self._present()
+        connected = list(self._shared.fleet.workers.values())  # paused ones too (fleet/presence.py)
         return selection.FleetCounts(
-            connected=len(present),
-            idle=sum(1 for w in present if not w.busy),
-            own=sum(1 for w in present if w.account_id == account_id),
-            gpu=sum(1 for w in present if selection.has_gpu(w, self._shared.policy.software_gpus)),
+            connected=len(connected),
+            idle=sum(1 for w in connected if selection.available(w)),
+            own=sum(1 for w in connected if w.account_id == account_id),
+            gpu=sum(1 for w in connected if selection.has_gpu(w, self._shared.policy.software_gpus)),
+            paused=paused_note(connected),
         )
 
-    def capacity(self, spec: JobSpec, owner_id: int) -> tuple[int, int]:
-        """Workers connected (not paused), and how many of them could run this run (busy or idle)."""
-        present = self._present()
-        return len(present), sum(1 for w in present if self.eligible(w, spec, owner_id))
+    def capacity(self, spec: JobSpec, owner_id: int) -> tuple[int, int, str]:
+        """Workers connected (paused ones too), how many of them could run this run (busy or idle, not
+        paused), and which are paused and why."""
+        connected = list(self._shared.fleet.workers.values())
+        eligible = sum(1 for w in connected if not w.paused and self.eligible(w, spec, owner_id))
+        return len(connected), eligible, paused_note(connected)
