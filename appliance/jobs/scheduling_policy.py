@@ -66,10 +66,22 @@ def _number(text: str, name: str, low: float, high: float | None, kind=float) ->
 async def save(
     settings: Settings, queue_timeout_hours: str, fair_share_percent: str, stall_seconds: str
 ) -> SchedulingPolicy:
-    """Store the admin's rules (text as typed; empty: the configured value) and return those in force."""
-    timeout = _number(queue_timeout_hours, "The queue timeout", 0, None)
-    share = _number(fair_share_percent, "The fair share", 1, 100)
-    stall = _number(stall_seconds, "The stall time", 1, None, int)
+    """Store the admin's rules (text as typed; empty: the configured value) and return those in force;
+    refused with every bad field named."""
+    problems: list[str] = []
+
+    def checked(*args) -> float | int | None:
+        try:
+            return _number(*args)
+        except InvalidRequest as exc:
+            problems.append(str(exc))
+            return None
+
+    timeout = checked(queue_timeout_hours, "The queue timeout", 0, None)
+    share = checked(fair_share_percent, "The fair share", 1, 100)
+    stall = checked(stall_seconds, "The stall time", 1, None, int)
+    if problems:
+        raise InvalidRequest(" ".join(problems))
     before = await stored()
     values = {
         SchedulingRules.queue_timeout_hours: timeout,

@@ -257,6 +257,12 @@ def test_outside_the_working_hours_a_tab_pauses(tabs, admin):
         ({"core_share_percent": "50", "hours_from": "25:00", "hours_to": "08:00"}, "not '25:00'"),
         ({"core_share_percent": "50", "hours_from": "18:00"}, "not ''"),
         ({"core_share_percent": "50", "hours_from": "08:00", "hours_to": "08:00"}, "start and end at the same time"),
+        # Every bad field is named, not only the first.
+        (
+            {"core_share_percent": "0", "hours_from": "25:00", "hours_to": "8"},
+            "The core share must be from 1 to 100 %, not 0. Working hours are two times like 18:00 and 08:00 "
+            "(or both empty), not '25:00' or '8'.",
+        ),
     ],
 )
 def test_bad_courtesy_settings_are_refused_and_change_nothing(admin, form, message):

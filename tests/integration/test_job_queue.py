@@ -188,10 +188,12 @@ async def test_an_admin_changes_the_queue_rules_while_the_appliance_runs(applian
         return " ".join(re.search(in_force, admin.get("/ui/admin/settings").text, re.S).group(1).split())
 
     assert shown() == "queue timeout 24 h, fair share 50 %, stalled after 60 s."  # the environment's
-    refused = admin.form("/ui/admin/settings/scheduling", {"fair_share_percent": "150", "stall_seconds": "30"})
+    refused = admin.form("/ui/admin/settings/scheduling", {"fair_share_percent": "150", "stall_seconds": "0.5"})
     assert refused.status_code == 400
+    # Every bad field is named, not only the first.
     assert "The fair share must be from 1 to 100, not 150." in html.unescape(refused.text)
-    assert 'value="150"' in refused.text and 'value="30"' in refused.text  # what was typed stays
+    assert "The stall time must be a whole number, not '0.5'." in html.unescape(refused.text)
+    assert 'value="150"' in refused.text and 'value="0.5"' in refused.text  # what was typed stays
     assert shown() == "queue timeout 24 h, fair share 50 %, stalled after 60 s."  # nothing saved
 
     saved = admin.form(
