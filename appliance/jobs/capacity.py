@@ -22,6 +22,7 @@ class Capacity(msgspec.Struct, frozen=True, rename="camel"):
     idle: int
     eligible: int  # of the connected, those the run may use (busy or idle)
     eligible_idle: int
+    eligible_per_group: int  # what "use the N connected" runs on: the eligible ones over the run's groups
     private_mode: bool
     gpu: bool
     summary: str
@@ -62,6 +63,7 @@ async def for_job(actor: Actor, job_id: int, overrides: dict, coordinator: Coord
         idle=sum(1 for w in present if selection.available(w)),
         eligible=len(eligible),
         eligible_idle=eligible_idle,
+        eligible_per_group=len(eligible) // spec.group_count,
         private_mode=spec.private_mode,
         gpu=spec.gpu,
         summary=_summary(asks, len(connected), paused, len(eligible), eligible_idle, spec),

@@ -25,6 +25,8 @@ from pathlib import Path
 from appliance.api_client import Api
 from appliance.commands import CommandError, add_token_flags
 
+# --workers connected: as many workers per group as are connected and eligible now.
+CONNECTED = "connected"
 POLL_SECONDS = 0.5
 LOG_POLL_SECONDS = 1.0
 BAR_WIDTH = 30
@@ -124,13 +126,15 @@ def cmd_run(args: argparse.Namespace) -> None:
     try:
         job_id = _save_job(api, args.name or path.stem, script, path)
         overrides: dict = {}
-        if args.workers is not None:
+        if args.workers not in (None, CONNECTED):
             overrides["workerCount"] = args.workers
         if args.private:
             overrides["privateMode"] = True
         # What the run will find, before it is queued (the scheduler's eligibility: private mode, GPU).
         found = api.request("POST", f"/jobs/{job_id}/capacity", json=overrides).json()
         print(f"workers: {found['summary']}", file=sys.stderr)
+        if found["eligible"] < found["asks"] and (count := _use_connected(found, args.workers)):
+            overrides["workerCount"] = count
         run = api.request("POST", f"/jobs/{job_id}/runs", json=overrides).json()
         print(f"run {run['id']}: {api.server}/ui/runs/{run['id']}", file=sys.stderr)
         if run.get("warning"):
@@ -149,6 +153,38 @@ def cmd_run(args: argparse.Namespace) -> None:
             _download(api, run, Path(args.output))
     finally:
         api.close()
+
+
+def _use_connected(found: dict, workers: int | str | None) -> int | None:
+    """The workers per group to run on when fewer eligible workers are connected than the run asks:
+    with --workers connected, those connected; at a terminal, those connected if the user says so;
+    otherwise None (the run asks its own count and waits), with the flag that would use them."""
+    per_group = found["eligiblePerGroup"]
+    if workers == CONNECTED:
+        if not per_group:
+            raise CommandError(
+                f"--workers connected: no eligible worker for each group of the run ({found['summary']}); "
+                "start some (peermr worker, or the worker page in a few tabs)"
+            )
+        print(f"using the {per_group} connected worker(s) per group", file=sys.stderr)
+        return per_group
+    if not per_group or workers is not None:
+        return None
+    offer = f"use the {per_group} connected worker(s) per group instead"
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        answer = input(f"{offer[0].upper()}{offer[1:]}? [Y/n] ").strip().lower()
+        return per_group if answer in ("", "y", "yes") else None
+    print(f"hint: --workers connected (or --workers {per_group}) would {offer}", file=sys.stderr)
+    return None
+
+
+def _worker_count(text: str) -> int | str:
+    if text == CONNECTED:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number or {CONNECTED!r}, not {text!r}") from None
 
 
 def _interrupted(api: Api, run_id: int, detach: bool) -> None:
@@ -224,7 +260,12 @@ def add_parser(sub) -> None:
     run.add_argument("file", metavar="FILE.js")
     _server_args(run)
     run.add_argument("--name", help="the job's name (default: the file's name without .js)")
-    run.add_argument("--workers", type=int, help="workers per group (overrides the script's workerCount)")
+    run.add_argument(
+        "--workers",
+        type=_worker_count,
+        metavar="N|connected",
+        help="workers per group (overrides the script's workerCount); 'connected': as many as are connected now",
+    )
     run.add_argument("--private", action="store_true", help="run only on your own account's browsers")
     run.add_argument(
         "--wait", action="store_true", help="follow the run; exit 1 if it does not succeed; Ctrl-C cancels it"

@@ -38,7 +38,9 @@ async def run_capacity(
         found = await capacity.for_job(actor, job_id, overrides, coordinator_of(request))
     except InvalidRequest as exc:
         return page(request, "jobs/_capacity.html", job_id=job_id, summary=str(exc), ok=False)
-    return page(request, "jobs/_capacity.html", job_id=job_id, summary=found.summary, ok=found.eligible >= found.asks)
+    ok = found.eligible >= found.asks
+    use = found.eligible_per_group  # the dialog's "use the N connected" (per group)
+    return page(request, "jobs/_capacity.html", job_id=job_id, summary=found.summary, ok=ok, use=use)
 
 
 @post(

@@ -167,6 +167,29 @@ def test_the_run_dialog_starts_a_run_and_the_run_page_follows_it(page: Page, app
     expect(page.locator("#cancel-run")).to_have_count(0)
 
 
+def test_the_run_dialog_offers_the_workers_that_are_connected(page: Page, appliance: Appliance, coordinator):
+    sign_in(page, appliance)
+    page.goto(f"{appliance.url}/ui/jobs/new")
+    page.get_by_label("Name").fill("offer job")
+    page.evaluate("t => window.jobEditor.setValue(t)", SCRIPT)
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(r"/ui/jobs/\d+$"))
+    workers = SimulatedWorkers(appliance, 1)
+    try:
+        # The script asks 2, one is connected: the dialog offers to run on that one.
+        page.get_by_role("link", name="Run…").click()
+        dialog = page.locator("dialog#run-dialog")
+        expect(dialog.locator("#run-capacity")).to_contain_text("1 worker connected")
+        dialog.get_by_role("button", name="Use the 1 connected").click()
+        expect(dialog.get_by_label("Workers per group")).to_have_value("1")
+        expect(dialog.locator("#run-capacity")).to_contain_text("it can start now")
+        dialog.get_by_role("button", name="Start run").click()
+        expect(page).to_have_url(re.compile(r"/ui/runs/\d+$"))
+        expect(page.locator("#run-state")).to_have_text("succeeded", timeout=30_000)
+    finally:
+        workers.close()
+
+
 def test_cancel_on_the_run_page(page: Page, appliance: Appliance, coordinator):
     sign_in(page, appliance)
     page.goto(f"{appliance.url}/ui/jobs/new")

@@ -129,3 +129,25 @@ def test_the_api_and_the_run_dialog_warn_of_too_few_workers(appliance, carol, ca
     assert started.status_code == 303
     page = carol_client.get(started.headers["location"]).text
     assert "flash-warning" in page and "but it asks 3, 0 connected, 0 eligible" in page
+
+
+async def test_a_run_asking_more_workers_than_are_connected_is_offered_those_connected(
+    appliance, carol_token, carol_client, script
+):
+    workers = await start_workers(appliance.url, cookie_of(carol_client), 1)
+    try:
+        # The script asks 2, one is connected: the run waits, and the command says how to use the one.
+        queued = await asyncio.to_thread(job, appliance, carol_token, "run", str(script))
+        assert queued.returncode == 0, queued.stderr
+        offer = "hint: --workers connected (or --workers 1) would use the 1 connected worker(s) per group instead"
+        assert offer in queued.stderr
+        assert (await asyncio.to_thread(job, appliance, carol_token, "cancel", queued.stdout.strip())).returncode == 0
+        command = ["run", str(script), "--workers", "connected", "--wait"]
+        ran = await asyncio.to_thread(job, appliance, carol_token, *command)
+        assert ran.returncode == 0, ran.stderr
+        assert "using the 1 connected worker(s) per group" in ran.stderr and "succeeded" in ran.stderr
+    finally:
+        for w in workers:
+            await w.close()
+    none = await asyncio.to_thread(job, appliance, carol_token, "run", str(script), "--workers", "connected")
+    assert none.returncode == 1 and "--workers connected: no eligible worker for each group of the run" in none.stderr
