@@ -40,6 +40,16 @@ def sign_in(page: Page, appliance: Appliance) -> None:
     expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
 
 
+def new_job(page: Page, appliance: Appliance, name: str) -> None:
+    """Signed in, the editor saves SCRIPT as a new job and shows it."""
+    sign_in(page, appliance)
+    page.goto(f"{appliance.url}/ui/jobs/new")
+    page.get_by_label("Name").fill(name)
+    page.evaluate("t => window.jobEditor.setValue(t)", SCRIPT)
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(r"/ui/jobs/\d+$"))
+
+
 class SimulatedWorkers:
     """Simulated workers (tests/sim_workers.py) on an event loop of their own, beside Playwright's."""
 
@@ -116,12 +126,7 @@ def test_the_editor_highlights_indents_and_marks_a_syntax_error(page: Page, appl
 
 
 def test_the_run_dialog_starts_a_run_and_the_run_page_follows_it(page: Page, appliance: Appliance, coordinator):
-    sign_in(page, appliance)
-    page.goto(f"{appliance.url}/ui/jobs/new")
-    page.get_by_label("Name").fill("dialog job")
-    page.evaluate("t => window.jobEditor.setValue(t)", SCRIPT)
-    page.get_by_role("button", name="Save").click()
-    expect(page).to_have_url(re.compile(r"/ui/jobs/\d+$"))
+    new_job(page, appliance, "dialog job")
 
     # The Run button opens the dialog, prefilled from the script (workerCount = 2).
     page.get_by_role("link", name="Run…").click()
@@ -168,12 +173,7 @@ def test_the_run_dialog_starts_a_run_and_the_run_page_follows_it(page: Page, app
 
 
 def test_the_run_dialog_offers_the_workers_that_are_connected(page: Page, appliance: Appliance, coordinator):
-    sign_in(page, appliance)
-    page.goto(f"{appliance.url}/ui/jobs/new")
-    page.get_by_label("Name").fill("offer job")
-    page.evaluate("t => window.jobEditor.setValue(t)", SCRIPT)
-    page.get_by_role("button", name="Save").click()
-    expect(page).to_have_url(re.compile(r"/ui/jobs/\d+$"))
+    new_job(page, appliance, "offer job")
     workers = SimulatedWorkers(appliance, 1)
     try:
         # The script asks 2, one is connected: the dialog offers to run on that one.
