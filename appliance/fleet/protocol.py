@@ -172,7 +172,8 @@ class Stored(Base, tag="stored"):
 
 # ---------------------------------------------------------------- tasks (worker to server)
 
-TaskId = Annotated[str, msgspec.Meta(pattern=r"^\d{1,18}\.[A-Z]\.-?\d{1,4}\.\d{1,4}\.\d{1,6}$")]
+# run.group.stage.rank.attempt; a chunk after a rank's first names its rank "c" chunk (execution.py).
+TaskId = Annotated[str, msgspec.Meta(pattern=r"^\d{1,18}\.[A-Z]\.-?\d{1,4}\.\d{1,4}(c\d{1,3})?\.\d{1,6}$")]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
@@ -442,9 +443,14 @@ class TaskAssign(Base, tag="task-assign"):
     prepare_next: bool = False
     # A warm sandbox of this URL may load the run's script (same Content-Security-Policy), or "".
     warm: str = ""
-    # A reduce started before the maps it reads were all done: the ranks of those whose pieces are
-    # still to come in task-input messages (then ``inputs`` name each piece's ``producer`` rank).
+    # A reduce started before the maps it reads were all done: the producers whose pieces are still
+    # to come in task-input messages (then ``inputs`` name each piece's ``producer``). A producer is
+    # numbered by its place among the reduce's producers: rank * chunks + chunk of the map stage.
     awaiting: list[int] = msgspec.field(default_factory=list)
+    # The input function: how many chunks each rank's piece is cut into (piece rank * chunks + chunk).
+    chunks: int = 1
+    # A reduce: how many map tasks it reads (one per rank, or per chunk of a split map stage).
+    producers: int = 0
 
 
 class TaskInput(Base, tag="task-input"):

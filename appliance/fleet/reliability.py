@@ -62,6 +62,7 @@ class AttemptLike(Protocol):
     group: str
     stage: int
     rank: int
+    chunk: int
     worker_id: str
     state: str  # done | failed | lost | cancelled | superseded | rejected
     # Lost because its own worker went (other lost attempts, e.g. a consumer whose input went with
@@ -129,11 +130,11 @@ def tally(
     attempts = list(history)
     taken_off = set(taken_off)
     done: Counter[str] = Counter()
-    finished_by: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+    finished_by: dict[tuple[str, int, int, int], set[str]] = defaultdict(set)
     for a in attempts:
         if a.state == "done" and a.worker_id:
             done[a.worker_id] += 1
-            finished_by[(a.group, a.stage, a.rank)].add(a.worker_id)
+            finished_by[(a.group, a.stage, a.rank, a.chunk)].add(a.worker_id)
     disconnects: Counter[str] = Counter()
     timeouts: Counter[str] = Counter()
     rejections = Counter(a.worker_id for a in attempts if a.state == "rejected" and a.worker_id)
@@ -142,7 +143,7 @@ def tally(
             continue
         if a.worker_id not in taken_off:
             disconnects[a.worker_id] += 1
-        elif finished_by[(a.group, a.stage, a.rank)] - {a.worker_id}:
+        elif finished_by[(a.group, a.stage, a.rank, a.chunk)] - {a.worker_id}:
             timeouts[a.worker_id] += 1
     workers = dict.fromkeys([*accounts, *(a.worker_id for a in attempts if a.worker_id)])
     return [

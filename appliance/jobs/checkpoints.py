@@ -28,7 +28,8 @@ from appliance.clock import now
 from appliance.jobs.execution import AttemptRecord, Output, RunExecution, Task, TaskEvent
 from appliance.jobs.tables import RunCheckpoint
 
-FORMAT = 1
+# 2: tasks and attempts name their chunk (a checkpoint of format 1 makes its run start over).
+FORMAT = 2
 # What ends an attempt that was under way when the appliance stopped (not the worker's fault).
 RESTART_ERROR = "the appliance restarted"
 RESTART_AGAIN = f"{RESTART_ERROR}: its stage talks to other ranks and starts again"
@@ -55,6 +56,7 @@ class SavedTask(msgspec.Struct, array_like=True):
     bytes: int
     cpu_ms: int
     outputs: list[SavedOutput]
+    chunk: int
 
 
 class SavedAttempt(msgspec.Struct, array_like=True):
@@ -70,6 +72,7 @@ class SavedAttempt(msgspec.Struct, array_like=True):
     bytes: int
     cpu_ms: int
     error: str
+    chunk: int
 
 
 class Checkpoint(msgspec.Struct):
@@ -125,6 +128,7 @@ def capture(
                 task.bytes if kept else 0,
                 task.cpu_ms if kept else 0,
                 [SavedOutput(o.partition, o.location, o.size, o.records) for o in task.outputs] if done else [],
+                task.chunk,
             )
         )
     history = [
@@ -141,6 +145,7 @@ def capture(
             a.bytes,
             a.cpu_ms,
             a.error,
+            a.chunk,
         )
         for a in execution.history
     ]
@@ -169,10 +174,10 @@ def restore(execution: RunExecution, checkpoint: Checkpoint) -> list[Task]:
     execution.unspeculated.update(checkpoint.unspeculated)
     for letter, ranks in checkpoint.ranks.items():
         execution.groups[letter].ranks = list(ranks)
-    saved = {(t.group, t.stage, t.rank): t for t in checkpoint.tasks}
+    saved = {(t.group, t.stage, t.rank, t.chunk): t for t in checkpoint.tasks}
 
     def finished(letter: str, stage: int, rank: int) -> bool:
-        entry = saved.get((letter, stage, rank))
+        entry = saved.get((letter, stage, rank, 0))  # a stage that talks runs one task per rank
         return entry is not None and entry.state == "done"
 
     # Per group, the first stage that talks to other ranks and was not finished: it starts again
@@ -186,7 +191,7 @@ def restore(execution: RunExecution, checkpoint: Checkpoint) -> list[Task]:
     }
     done: list[Task] = []
     for task in execution.all_tasks():
-        entry = saved.get((task.group, task.stage, task.rank))
+        entry = saved.get((task.group, task.stage, task.rank, task.chunk))
         if entry is None:
             continue
         task.attempt, task.attempts = entry.attempt, entry.attempts
@@ -225,6 +230,7 @@ def _attempt(saved: SavedAttempt | SavedTask, wall: float, ended_by: TaskEvent, 
         saved.bytes,
         saved.cpu_ms,
         error,
+        saved.chunk,
     )
 
 

@@ -3,6 +3,7 @@ the runs a worker served, and a run's stage page."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from litestar import Request, get, post
@@ -86,18 +87,21 @@ async def stage_page(
     groups = [chr(ord("A") + i) for i in range(run.spec.group_count)]
     if group not in groups or not INPUT_STAGE <= stage < len(run.spec.stages):
         raise NotFound(f"Run {run_id} has no stage {stage + 1} in group {group}.")
-    size = 1 if stage == INPUT_STAGE else run.spec.worker_count
     kind = stages.kind_of(run.spec, stage)
     live = coordinator.read.view(run_id)
     expected, moves = None, []
     if live is not None:
         moves = live.transitions(group, stage)[-TRANSITIONS_SHOWN:][::-1]
         attempts, now = live.stage_attempts(group, stage), stages.monotonic_now()
+        places = live.stage_places(group, stage)
         prior = (await priors.of_job(run.job_id, run_id)).get(stage)
         expected = prior.typical(live.input_records(group, stage)) if prior else None
     else:
         attempts, now = stages.finished_attempts(await service.run_tasks(actor, run_id), group, stage)
-    detail = stages.build(group, stage, kind, size, attempts, now, expected)
+        places = stages.finished_places(attempts, 1 if stage == INPUT_STAGE else run.spec.worker_count)
+    detail = stages.build(group, stage, kind, places, attempts, now, expected)
+    if live is not None:
+        detail.browsers = [replace(b, speed=live.speed_of(b.worker_id)) for b in detail.browsers]
     descending = order == "desc"
     sort = sort if sort in stages.SORTS else "rank"
     lines, page_number, pages = stages.page_of(detail.lines, sort, descending, page_number)

@@ -2,23 +2,32 @@
 
 Pure state, no I/O: the coordinator feeds it events (a rank got a worker, a task finished, a
 worker vanished) and asks it what can start next. Every group (A..Z) runs the job on its own
-``workerCount`` ranks; each rank is bound to one worker, which runs that rank's tasks one at a
-time, stage after stage. Stage -1 is the input function, run on rank 0.
+``workerCount`` ranks; each rank is bound to one worker (its home), which runs that rank's tasks
+one at a time, stage after stage. Stage -1 is the input function, run on rank 0.
+
+A map stage that does not talk to other ranks splits each rank's input into CHUNKS_PER_RANK
+contiguous chunks, one task each: the rank's worker takes them in order, and a worker of the run
+with nothing of its own to do takes another rank's waiting chunk (it pulls work as it frees up, so
+a fast browser does more than a slow one). A rank's output is its chunks' outputs in chunk order,
+which is what one task per rank would have written.
 
 How a stage's output is partitioned depends on what reads it (docs/architecture.md, "Jobs"):
-``chunks`` for the input (contiguous pieces, piece r for rank r), ``hash`` when a reduce stage
-follows (every reduce rank needs its keys from every producer), ``rank`` otherwise (the next map
-task r reads only task r's output, so it can start as soon as that one task is done).
+``chunks`` for the input (contiguous pieces: the rank's piece r as the seed splits it, then that in
+contiguous chunks, piece r * chunks + c for chunk c of rank r), ``hash`` when a reduce stage follows
+(every reduce rank needs its keys from every producer), ``rank`` otherwise (the next map task r
+reads only task r's output, so it can start as soon as that one task is done).
 """
 
 from __future__ import annotations
 
 import string
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from appliance.jobs.agreement import Agreement
 from appliance.jobs.spec import JobSpec
+from appliance.jobs.stage_talks import reads_rank_state
 from appliance.jobs.stragglers import Stragglers
 from appliance.jobs.transitions import (
     OUTCOMES,
@@ -35,6 +44,11 @@ SHUFFLE_TYPE = "application/x-peermr-shuffle"
 # The input function's timeout (a job's stages carry their own).
 INPUT_TIMEOUT_SECONDS = 3600
 GROUP_LETTERS = string.ascii_uppercase
+# A splittable map stage's chunks per rank: enough that a fast browser can take a slow one's share
+# and a departed one's work spreads over the rest, few enough that a task's fixed costs (a copy, a
+# task-assign, a report: tens of milliseconds) stay small beside its work. Fixed, not a setting: a
+# run re-adopted after a restart must split its stages as it did before.
+CHUNKS_PER_RANK = 4
 
 
 def stage_label(stage: int) -> str:
@@ -84,17 +98,20 @@ class Try:
 
     @property
     def id(self) -> str:
-        return f"{self.run_id}.{self.group}.{self.stage}.{self.rank}.{self.attempt}"
+        """run.group.stage.rank.attempt; a chunk after a rank's first is named rank"c"chunk."""
+        place = f"{self.rank}c{self.chunk}" if self.chunk else str(self.rank)
+        return f"{self.run_id}.{self.group}.{self.stage}.{place}.{self.attempt}"
 
 
 @dataclass(eq=False)
 class Task(Try):
-    """One (group, stage, rank) of a run, and its current try."""
+    """One (group, stage, rank, chunk) of a run, and its current try."""
 
     run_id: int
     group: str
     stage: int
     rank: int
+    chunk: int = 0
     # Attempt numbers handed out so far (an extra attempt takes the next one, so ids never repeat).
     attempts: int = 1
 
@@ -132,6 +149,10 @@ class Attempt(Try):
     def rank(self) -> int:
         return self.task.rank
 
+    @property
+    def chunk(self) -> int:
+        return self.task.chunk
+
 
 @dataclass
 class AttemptRecord:
@@ -149,6 +170,7 @@ class AttemptRecord:
     bytes: int
     cpu_ms: int
     error: str = ""
+    chunk: int = 0
 
     @property
     def state(self) -> str:
@@ -167,19 +189,22 @@ class Group:
         self.ranks: list[str | None] = [None] * run.worker_count
         # When each stage's first task started (the stage timeout counts from there).
         self.stage_started: dict[int, float] = {}
-        self.tasks: dict[tuple[int, int], Task] = {(INPUT_STAGE, 0): Task(run.run_id, letter, INPUT_STAGE, 0)}
+        self.tasks: dict[tuple[int, int, int], Task] = {(INPUT_STAGE, 0, 0): Task(run.run_id, letter, INPUT_STAGE, 0)}
         for stage in range(len(run.spec.stages)):
             for rank in range(run.worker_count):
-                self.tasks[(stage, rank)] = Task(run.run_id, letter, stage, rank)
-        # Each rank's tasks in stage order. A rank's task can only become ready once the rank's
-        # previous task is done (every producer set includes the same rank, or the input on rank 0),
-        # so the first task not done is the only one that may start: cursor[rank] points at it.
+                for chunk in range(run.chunks[stage]):
+                    self.tasks[(stage, rank, chunk)] = Task(run.run_id, letter, stage, rank, chunk)
+        # Each rank's tasks in stage and chunk order. A rank's tasks of a stage can only become ready
+        # once its tasks of the stage before are done (every producer set includes the same rank, or
+        # the input on rank 0), so the first task not done says which stage the rank is at:
+        # cursor[rank] points at it.
         self.by_rank: list[list[Task]] = [
-            sorted((t for t in self.tasks.values() if t.rank == rank), key=lambda t: t.stage)
+            sorted((t for t in self.tasks.values() if t.rank == rank), key=lambda t: (t.stage, t.chunk))
             for rank in range(run.worker_count)
         ]
         self.cursor: list[int] = [0] * run.worker_count
-        self.stage_size = {stage: 1 if stage == INPUT_STAGE else run.worker_count for stage, _ in self.tasks}
+        self.stage_size = {stage: run.worker_count * chunks for stage, chunks in run.chunks.items()}
+        self.stage_size[INPUT_STAGE] = 1
         self.stage_done: dict[int, int] = dict.fromkeys(self.stage_size, 0)
         # Started stages with tasks not done yet (the ones a stage timeout can still hit).
         self.open_stages: set[int] = set()
@@ -190,6 +215,14 @@ class Group:
             index += 1
         self.cursor[rank] = index
         return tasks[index] if index < len(tasks) else None
+
+    def waiting_now(self, rank: int) -> list[Task]:
+        """The rank's waiting tasks of the stage it is at (its chunks no worker has taken yet)."""
+        first = self.first_not_done(rank)
+        if first is None:
+            return []
+        tasks = self.by_rank[rank][self.cursor[rank] :]
+        return [t for t in tasks if t.stage == first.stage and t.state == "waiting"]
 
     def count_done(self, task: Task, delta: int) -> None:
         self.stage_done[task.stage] += delta
@@ -209,6 +242,7 @@ class RunExecution(Stragglers, Agreement):
         self.last_stage = len(spec.stages) - 1
         # Cloud storage keeps outputs whatever happens to the workers that wrote them.
         self.cloud = cloud
+        self.chunks = self._chunks(spec)
         self.groups = {letter: Group(self, letter) for letter in GROUP_LETTERS[: spec.group_count]}
         self.history: list[AttemptRecord] = []
         # Indexes kept by the state changes below, so a scheduling round costs O(ranks), not O(tasks).
@@ -246,6 +280,20 @@ class RunExecution(Stragglers, Agreement):
 
     # ------------------------------------------------------------ shape
 
+    @staticmethod
+    def _chunks(spec: JobSpec) -> dict[int, int]:
+        """Each stage's tasks per rank. A map splits into CHUNKS_PER_RANK unless it talks to other ranks,
+        keeps state per rank (context.rng, context.shard), or asks for one task per rank
+        (``stage.chunks = 'rank'``); it reads the stage before's chunks one to one when that stage
+        is a map split alike, and otherwise can only be split if it is the first (the input's
+        chunks are cut for it). Reduce partitions stay one per rank."""
+        chunks = {INPUT_STAGE: 1}
+        for stage, s in enumerate(spec.stages):
+            whole = s.kind != "map" or s.chunks == "rank" or s.talks_to_ranks or reads_rank_state(s.source)
+            before = chunks[stage - 1] if stage > 0 and spec.stages[stage - 1].kind == "map" else 1
+            chunks[stage] = 1 if whole or (stage > 0 and before == 1) else (CHUNKS_PER_RANK if stage == 0 else before)
+        return chunks
+
     def partitioning(self, stage: int) -> str:
         if stage == INPUT_STAGE:
             return "chunks"
@@ -275,13 +323,16 @@ class RunExecution(Stragglers, Agreement):
         for group in self.groups.values():
             yield from group.tasks.values()
 
-    def task(self, group: str, stage: int, rank: int) -> Task:
-        return self.groups[group].tasks[(stage, rank)]
+    def task(self, group: str, stage: int, rank: int, chunk: int = 0) -> Task:
+        return self.groups[group].tasks[(stage, rank, chunk)]
 
     def find(self, task_id: str) -> Try | None:
         try:
-            run, group, stage, rank, attempt = task_id.split(".")
-            task = self.groups[group].tasks[(int(stage), int(rank))]
+            run, group, stage, place, attempt = task_id.split(".")
+            rank, _, chunk = place.partition("c")
+            if chunk == "0":
+                return None  # a rank's first chunk is named by the rank alone
+            task = self.groups[group].tasks[(int(stage), int(rank), int(chunk or 0))]
         except (ValueError, KeyError):
             return None
         if int(run) != self.run_id:
@@ -333,43 +384,90 @@ class RunExecution(Stragglers, Agreement):
     # ------------------------------------------------------------ what can run
 
     def producers(self, task: Task) -> list[Task]:
-        """The upstream tasks whose output this task reads."""
+        """The upstream tasks whose output this task reads, in rank and chunk order."""
         group = self.groups[task.group]
         if task.stage == INPUT_STAGE:
             return []
         if task.stage == 0:
-            return [group.tasks[(INPUT_STAGE, 0)]]
+            return [group.tasks[(INPUT_STAGE, 0, 0)]]
         upstream = task.stage - 1
+        chunks = range(self.chunks[upstream])
         if self.partitioning(upstream) == "hash":
-            return [group.tasks[(upstream, r)] for r in range(self.worker_count)]
-        return [group.tasks[(upstream, task.rank)]]
+            return [group.tasks[(upstream, r, c)] for r in range(self.worker_count) for c in chunks]
+        if self.chunks[task.stage] == self.chunks[upstream]:
+            return [group.tasks[(upstream, task.rank, task.chunk)]]
+        return [group.tasks[(upstream, task.rank, c)] for c in chunks]
+
+    def producer_index(self, producer: Task) -> int:
+        """How a streaming reduce's page numbers a producer: its place in producers() order."""
+        return producer.rank * self.chunks[producer.stage] + producer.chunk
 
     def inputs(self, task: Task) -> list[Output]:
         """This task's input blobs, in producer order (the order a reduce sees values in)."""
         return [o for p in self.producers(task) for o in self.pieces(task, p)]
 
-    @staticmethod
-    def pieces(task: Task, producer: Task) -> list[Output]:
-        """The blobs of one producer that ``task`` reads (those of its rank's partition), in order."""
-        return [o for o in producer.outputs if o.partition == task.rank]
+    def pieces(self, task: Task, producer: Task) -> list[Output]:
+        """The blobs of one producer that ``task`` reads (those of its partition), in order."""
+        partition = self.partition_read(task)
+        return [o for o in producer.outputs if o.partition == partition]
 
-    def ready(self) -> list[Task]:
-        """Waiting tasks whose inputs are complete and whose rank's worker is free (a streaming reduce
-        waiting for its input does not keep it: a worker holding two ranks runs the map whose output
-        its own reduce waits for)."""
-        found = []
+    def partition_read(self, task: Task) -> int:
+        """The partition a task reads: its chunk of the input for the first stage, its rank's after."""
+        return task.rank * self.chunks[0] + task.chunk if task.stage == 0 else task.rank
+
+    def partitions(self, stage: int) -> int:
+        """How many partitions the stage's output has."""
+        return self.worker_count * self.chunks[0] if stage == INPUT_STAGE else self.worker_count
+
+    def ready(self, faster: Callable[[str], float] = lambda worker_id: 0.0) -> list[tuple[Task, str]]:
+        """The tasks that start now, each with its worker: a free worker of the run takes its own rank's
+        next waiting task whose inputs are complete; one with none takes another rank's (the last
+        waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
+        the fastest workers first (``faster``: a worker's speed, higher is faster). A streaming
+        reduce waiting for its input does not keep its worker: a worker holding two ranks runs the
+        map whose output its own reduce waits for."""
+        found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
+        taken: set[Task] = set()
+        free: list[str] = []
         for group in self.groups.values():
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied:
                     continue
-                task = group.first_not_done(rank)
-                if task is None or task.state != "waiting":
+                task = next((t for t in group.waiting_now(rank) if self._startable(group, t)), None)
+                if task is None:
+                    free.append(worker)
                     continue
-                if self._inputs_complete(group, task) or self._may_stream(task):
-                    found.append(task)
-                    occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
+                found.append((task, worker))
+                taken.add(task)
+                occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
+        if self.talking:
+            return found  # each rank's tasks run on its own worker, which its peers message
+        for worker in sorted(dict.fromkeys(w for w in free if w not in occupied), key=faster, reverse=True):
+            task = self._to_take(taken)
+            if task is None:
+                break
+            found.append((task, worker))
+            taken.add(task)
+            occupied.add(worker)
         return found
+
+    def _to_take(self, taken: set[Task]) -> Task | None:
+        """What a free worker with nothing of its own takes (every free rank worker took its own next
+        task already): the last waiting chunk of the rank with the most chunks waiting (its worker
+        goes on from the front), or the next task of a rank whose worker is busy. Only tasks whose
+        inputs are all done: a streaming reduce starts on its own rank's worker, where the shuffle
+        sends its input."""
+        best: tuple[int, Task] | None = None
+        for group in self.groups.values():
+            for rank in range(self.worker_count):
+                waiting = [t for t in group.waiting_now(rank) if t not in taken and self._inputs_complete(group, t)]
+                if waiting and (best is None or len(waiting) > best[0]):
+                    best = (len(waiting), waiting[-1])
+        return best[1] if best else None
+
+    def _startable(self, group: Group, task: Task) -> bool:
+        return self._inputs_complete(group, task) or self._may_stream(task)
 
     def _may_stream(self, task: Task) -> bool:
         """A reduce that may start before its producers are all done (it never talks to other ranks:
@@ -386,8 +484,8 @@ class RunExecution(Stragglers, Agreement):
         return task.streaming and task.state == "staging"
 
     def fed(self, task: Task, producer: int) -> bool:
-        """The pieces of ``producer`` (a rank of the stage before) were sent to the streaming task;
-        True when it has them all (then it runs)."""
+        """The pieces of ``producer`` (its producer_index) were sent to the streaming task; True when
+        it has them all (then it runs)."""
         task.awaiting.discard(producer)
         return not task.awaiting
 
@@ -400,10 +498,10 @@ class RunExecution(Stragglers, Agreement):
         if task.stage == INPUT_STAGE:
             return True
         if task.stage == 0:
-            return group.tasks[(INPUT_STAGE, 0)].state == "done"
+            return group.tasks[(INPUT_STAGE, 0, 0)].state == "done"
         if self.partitioning(task.stage - 1) == "hash":
-            return group.stage_done[task.stage - 1] == self.worker_count
-        return group.tasks[(task.stage - 1, task.rank)].state == "done"
+            return group.stage_done[task.stage - 1] == group.stage_size[task.stage - 1]
+        return all(p.state == "done" for p in self.producers(task))
 
     def _move(self, task: Task, event: TaskEvent) -> None:
         """Apply ``event`` to the task's state, as TRANSITIONS allows."""
@@ -414,17 +512,17 @@ class RunExecution(Stragglers, Agreement):
         task.state = after
         self.changes += 1
 
-    def start(self, task: Task, now: float | None = None) -> None:
+    def start(self, task: Task, worker_id: str, now: float | None = None) -> None:
         self._move(task, TaskEvent.START)
         now = time.monotonic() if now is None else now
-        task.worker_id = self.groups[task.group].ranks[task.rank]
+        task.worker_id = worker_id
         task.started = task.last_activity = task.progressed_at = now
         task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = 0
         task.outputs = []
         self.active.add(task)
         group = self.groups[task.group]
         if not self._inputs_complete(group, task):
-            task.streaming, task.awaiting = True, {p.rank for p in self.producers(task)}
+            task.streaming, task.awaiting = True, {self.producer_index(p) for p in self.producers(task)}
         else:
             self._stage_started(group, task.stage, now)
 
@@ -469,7 +567,22 @@ class RunExecution(Stragglers, Agreement):
             self._supersede(loser, task, now)
         self.cancels += superseded
         self.groups[primary.group].count_done(primary, +1)
+        if primary.stage == INPUT_STAGE:
+            self._skip_empty_chunks(self.groups[primary.group], outputs)
         return superseded
+
+    def _skip_empty_chunks(self, group: Group, outputs: list[Output]) -> None:
+        """The input is cut: a rank's chunks after its first that got nothing are done, and so are the
+        chunks that would read only them (a rank's first chunk runs even when empty, as a rank with
+        no input does)."""
+        filled = {o.partition for o in outputs}
+        for stage in range(self.last_stage + 1):
+            if self.chunks[stage] == 1:
+                return
+            for (s, rank, chunk), task in group.tasks.items():
+                if s == stage and chunk and task.state == "waiting" and rank * self.chunks[0] + chunk not in filled:
+                    self._move(task, TaskEvent.EMPTY)
+                    group.count_done(task, +1)
 
     def _supersede(self, loser: Try, winner: Try, now: float) -> None:
         """``winner`` finished first: ``loser``'s attempt ends (metered by its wall time) and the task
@@ -537,7 +650,7 @@ class RunExecution(Stragglers, Agreement):
 
     def retry(self, task: Task, event: TaskEvent, error: str = "", now: float | None = None) -> None:
         """End the task's current attempt by ``event`` (or forget its output, OUTPUT_LOST): it runs again."""
-        if event in (TaskEvent.START, TaskEvent.LAUNCH, TaskEvent.FINISH, TaskEvent.SUPERSEDED):
+        if event in (TaskEvent.START, TaskEvent.LAUNCH, TaskEvent.FINISH, TaskEvent.SUPERSEDED, TaskEvent.EMPTY):
             raise ValueError(f"{event} does not make a task run again")
         was = task.state
         if self.waiting_for_input(task):
@@ -580,6 +693,7 @@ class RunExecution(Stragglers, Agreement):
                 task.bytes,
                 task.cpu_ms,
                 error,
+                task.chunk,
             )
         )
 
@@ -671,7 +785,7 @@ class RunExecution(Stragglers, Agreement):
             for attempt in [t for t in (*self.all_tasks(), *self.all_extra_attempts()) if t.state == "staging"]:
                 producers = self.producers(attempt)
                 if attempt.streaming:
-                    producers = [p for p in producers if p.rank not in attempt.awaiting]
+                    producers = [p for p in producers if self.producer_index(p) not in attempt.awaiting]
                 if any(p.state != "done" for p in producers):
                     if attempt.is_backup:
                         self.drop_backup(attempt, TaskEvent.INPUT_LOST, "an input is computed again")
@@ -710,10 +824,15 @@ class RunExecution(Stragglers, Agreement):
         return all(g.stage_done[self.last_stage] == g.stage_size[self.last_stage] for g in self.groups.values())
 
     def final_outputs(self) -> dict[str, list[tuple[int, list[Output]]]]:
+        """Per group, each rank's output: its chunks' outputs in chunk order."""
         return {
-            g.letter: [(r, g.tasks[(self.last_stage, r)].outputs) for r in range(self.worker_count)]
+            g.letter: [(r, self.rank_outputs(g.letter, self.last_stage, r)) for r in range(self.worker_count)]
             for g in self.groups.values()
         }
+
+    def rank_outputs(self, group: str, stage: int, rank: int) -> list[Output]:
+        tasks = self.groups[group].tasks
+        return [o for c in range(self.chunks[stage]) for o in tasks[(stage, rank, c)].outputs]
 
     def intermediate_outputs(self) -> list[tuple[Task, Output]]:
         return [(t, o) for t in self.all_tasks() if t.stage != self.last_stage for o in t.outputs]
@@ -737,7 +856,7 @@ class RunExecution(Stragglers, Agreement):
                 }
                 for stage in range(INPUT_STAGE, self.last_stage + 1)
             }
-            for (stage, _), task in group.tasks.items():
+            for (stage, _, _), task in group.tasks.items():
                 row = per_stage[stage]
                 row["total"] += 1
                 row["done"] += task.state == "done"

@@ -46,7 +46,7 @@ def _problems(execution: RunExecution) -> Iterator[str]:
 
 def _counts(execution: RunExecution) -> Iterator[str]:
     for group in execution.groups.values():
-        done = Counter(stage for (stage, _), t in group.tasks.items() if t.state == "done")
+        done = Counter(stage for (stage, _, _), t in group.tasks.items() if t.state == "done")
         for stage, count in group.stage_done.items():
             if done[stage] != count:
                 yield f"group {group.letter} counts {count} done tasks in stage {stage}, not {done[stage]}"

@@ -15,7 +15,7 @@
   'use strict';
 
   const JOB_FILE = 'job.js';
-  const STAGE_FIELDS = ['contentType', 'timeout', 'combine'];
+  const STAGE_FIELDS = ['contentType', 'timeout', 'combine', 'chunks'];
   const EXECUTION_FIELDS = [
     'storageType',
     'workerCount',
@@ -213,6 +213,7 @@
         contentType: {value: 'application/json', at: null},
         timeout: {value: 3600, at: null},
         combine: {value: false, at: null},
+        chunks: {value: 'auto', at: null},
       });
     }
   }
@@ -328,6 +329,7 @@
           contentType: field(stage.contentType.value, stage.contentType.at),
           timeout: field(stage.timeout.value, stage.timeout.at),
           combine: field(stage.combine.value, stage.combine.at),
+          chunks: field(stage.chunks.value, stage.chunks.at),
         })),
       };
       state.started = this;

@@ -392,6 +392,7 @@ class TaskInfo(msgspec.Struct, frozen=True):
     cpu_ms: int
     error: str
     gpu_adapter: str = ""
+    chunk: int = 0
 
 
 async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
@@ -413,6 +414,7 @@ async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
             r["cpu_ms"],
             r["error"],
             r["gpu_adapter"],
+            r["chunk"],
         )
         for r in rows
     ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import msgspec
@@ -30,6 +30,7 @@ from appliance.json_depth import MAX_DEPTH, too_deep
 StorageType = Literal["pmrfs", "s3", "gcs"]
 ContentType = Literal["application/json", "text/csv", "application/bson"]
 StageKind = Literal["map", "reduce"]
+StageChunks = Literal["auto", "rank"]
 
 STORAGE_TYPES: tuple[str, ...] = ("pmrfs", "s3", "gcs")
 CONTENT_TYPES: tuple[str, ...] = ("application/json", "text/csv", "application/bson")
@@ -59,6 +60,9 @@ class StageSpec(msgspec.Struct, rename="camel", kw_only=True):
     timeout: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_STAGE_TIMEOUT
     # A reduce stage whose function also runs on each map task's output before the shuffle.
     combine: bool = False
+    # How a map's input is cut: "auto" lets the engine split each rank's share into chunks that
+    # free workers take (execution.py); "rank" keeps one task per rank.
+    chunks: StageChunks = "auto"
     # Where the function's source starts in the job script (1-based), for mapping stack traces
     # back to it; None when the script does not hold the text (or the spec predates this).
     line: int | None = None
@@ -307,8 +311,14 @@ def _stage(value: dict, index: int) -> StageSpec:
             "(a combiner runs the reduce function on each map task's output)",
             f"stages[{index}].combine",
         )
+    chunks = _choice(value["chunks"]["value"], get_args(StageChunks), f"chunks of {label}", f"stages[{index}].chunks")
     return StageSpec(
-        kind=value["kind"], source=value["source"], content_type=content_type, timeout=timeout, combine=combine
+        kind=value["kind"],
+        source=value["source"],
+        content_type=content_type,
+        timeout=timeout,
+        combine=combine,
+        chunks=chunks,
     )
 
 
@@ -404,6 +414,7 @@ def validate_spec(spec: JobSpec) -> JobSpec:
                 "contentType": {"value": stage.content_type, "at": None},
                 "timeout": {"value": stage.timeout, "at": None},
                 "combine": {"value": stage.combine, "at": None},
+                "chunks": {"value": stage.chunks, "at": None},
             }
             for stage in spec.stages
         ],

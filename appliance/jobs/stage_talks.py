@@ -39,6 +39,23 @@ _REGEX = re.compile(r"/(?![*/])(?:[^/\\\[\n\r]|\\.|\[(?:[^\]\\\n\r]|\\.)*\])+/[\
 _BEFORE_EXPRESSION = frozenset("return typeof instanceof in of new delete void throw case do else yield await".split())
 
 
+# Context members whose use ties a function to its rank's whole share of the work (seeded random
+# numbers, the rank's part of an array, the worker count to share data out by hand): such a stage
+# runs as one task per rank (execution.py, chunks). getRank() alone does not: a rank's chunks all
+# see their rank.
+RANK_STATE = frozenset({"rng", "shard", "getWorkerCount"})
+
+
+def reads_rank_state(source: str) -> bool:
+    """Whether the function uses one of RANK_STATE as a member, anywhere in code."""
+    tokens = list(_tokens(source))
+    for k, (kind, text) in enumerate(tokens):
+        name, member = _word(tokens, k, kind, text)
+        if member and name in RANK_STATE:
+            return True
+    return False
+
+
 def talks_to_ranks(source: str) -> bool:
     tokens = list(_tokens(source))
     for k, (kind, text) in enumerate(tokens):

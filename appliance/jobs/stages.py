@@ -40,8 +40,9 @@ SORTS = ("rank", "state", "worker", "duration", "records", "bytes", "attempts")
 @dataclass
 class TaskLine:
     rank: int
-    attempt: int  # 1 for the first attempt of the rank's task
-    attempts: int  # attempts of this rank's task so far
+    chunk: int  # which of the rank's chunks (a map split into chunks); 0 otherwise
+    attempt: int  # 1 for the first attempt of the task
+    attempts: int  # attempts of this task so far
     worker_id: str
     state: str  # waiting | running | done | failed | lost | cancelled | superseded | rejected
     seconds: float | None  # None while waiting
@@ -49,6 +50,16 @@ class TaskLine:
     bytes: int
     error: str = ""
     skew: str = ""  # "slow", "records" or "": why it stands out
+
+
+@dataclass(frozen=True)
+class Browser:
+    """What one browser did in the stage: the tasks (chunks) it finished and the time they took."""
+
+    worker_id: str
+    done: int
+    seconds: float
+    speed: float | None = None  # its speed estimate while the appliance knows it (engine/speeds.py)
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,8 @@ class Stage:
     eta: float | None  # seconds, while running and estimable
     spreads: dict[str, Spread] = field(default_factory=dict)  # duration / records / bytes of done tasks
     basis_run: int | None = None  # the earlier run the estimate comes from (no task of the stage finished)
+    chunked: bool = False  # the stage's ranks are split into chunks
+    browsers: list[Browser] = field(default_factory=list)  # most tasks done first
 
     @property
     def name(self) -> str:
@@ -109,6 +122,7 @@ class Stage:
 @dataclass(frozen=True)
 class _Attempt:
     rank: int
+    chunk: int
     attempt: int
     worker_id: str
     state: str
@@ -126,16 +140,40 @@ def kind_of(spec: JobSpec, stage: int) -> str:
 def live_attempts(execution, group: str, stage: int) -> list[_Attempt]:
     """The stage's attempts in a running run (monotonic seconds)."""
     attempts = [
-        _Attempt(a.rank, a.attempt, a.worker_id, a.state, a.started, a.finished, a.emits, a.bytes, a.error)
+        _Attempt(a.rank, a.chunk, a.attempt, a.worker_id, a.state, a.started, a.finished, a.emits, a.bytes, a.error)
         for a in execution.history
         if a.group == group and a.stage == stage
     ]
     for task in execution.active:
         if task.group == group and task.stage == stage and task.worker_id:
             attempts.append(
-                _Attempt(task.rank, task.attempt, task.worker_id, "running", task.started, None, task.emits, task.bytes)
+                _Attempt(
+                    task.rank,
+                    task.chunk,
+                    task.attempt,
+                    task.worker_id,
+                    "running",
+                    task.started,
+                    None,
+                    task.emits,
+                    task.bytes,
+                )
             )
     return attempts
+
+
+def live_places(execution, group: str, stage: int) -> list[tuple[int, int]]:
+    """The stage's tasks as (rank, chunk), but for chunks that got no input (done without running)."""
+    return sorted(
+        (rank, chunk)
+        for (s, rank, chunk), task in execution.groups[group].tasks.items()
+        if s == stage and not (task.state == "done" and task.worker_id is None and chunk)
+    )
+
+
+def finished_places(attempts: list[_Attempt], ranks: int) -> list[tuple[int, int]]:
+    """A finished stage's tasks as (rank, chunk): every rank's first, and the chunks that ran."""
+    return sorted({(rank, 0) for rank in range(ranks)} | {(a.rank, a.chunk) for a in attempts})
 
 
 def finished_attempts(tasks: list[TaskInfo], group: str, stage: int) -> tuple[list[_Attempt], float]:
@@ -151,6 +189,7 @@ def finished_attempts(tasks: list[TaskInfo], group: str, stage: int) -> tuple[li
     return [
         _Attempt(
             t.rank,
+            t.chunk,
             t.attempt,
             t.worker_id,
             t.state,
@@ -169,19 +208,26 @@ def _spread(values: list[float]) -> Spread | None:
 
 
 def build(
-    group: str, stage: int, kind: str, size: int, attempts: list[_Attempt], now: float, expected: Typical | None = None
+    group: str,
+    stage: int,
+    kind: str,
+    places: list[tuple[int, int]],
+    attempts: list[_Attempt],
+    now: float,
+    expected: Typical | None = None,
 ) -> Stage:
-    """The stage of ``size`` tasks from its attempts; ``now`` on the attempts' time scale; ``expected``
-    the typical task until one of the stage's own has finished."""
-    by_rank: dict[int, list[_Attempt]] = {}
-    for a in sorted(attempts, key=lambda a: (a.rank, a.attempt, a.start)):
-        by_rank.setdefault(a.rank, []).append(a)
+    """The stage of the tasks at ``places`` (rank, chunk) from their attempts; ``now`` on the attempts'
+    time scale; ``expected`` the typical task until one of the stage's own has finished."""
+    size = len(places)
+    by_place: dict[tuple[int, int], list[_Attempt]] = {}
+    for a in sorted(attempts, key=lambda a: (a.rank, a.chunk, a.attempt, a.start)):
+        by_place.setdefault((a.rank, a.chunk), []).append(a)
     done = {
-        rank: next(a for a in tried if a.state == "done")
-        for rank, tried in by_rank.items()
+        place: next(a for a in tried if a.state == "done")
+        for place, tried in by_place.items()
         if any(a.state == "done" for a in tried)
     }
-    running = [a for tried in by_rank.values() for a in tried if a.end is None and a.rank not in done]
+    running = [a for place, tried in by_place.items() for a in tried if a.end is None and place not in done]
     durations = [a.end - a.start for a in done.values()]
     spreads = {
         name: spread
@@ -204,12 +250,13 @@ def build(
         return ""
 
     lines = []
-    for rank in range(size):
-        tried = by_rank.get(rank, [])
+    for rank, chunk in places:
+        tried = by_place.get((rank, chunk), [])
         for a in tried:
             lines.append(
                 TaskLine(
                     rank=rank,
+                    chunk=chunk,
                     attempt=a.attempt + 1,
                     attempts=len(tried),
                     worker_id=a.worker_id,
@@ -222,7 +269,7 @@ def build(
                 )
             )
         if not tried:
-            lines.append(TaskLine(rank, 0, 0, "", "waiting", None, 0, 0))
+            lines.append(TaskLine(rank, chunk, 0, 0, "", "waiting", None, 0, 0))
     starts = [a.start for a in attempts]
     ended = len(done) == size
     last = max((a.end for a in done.values()), default=now) if ended else now
@@ -233,7 +280,7 @@ def build(
     eta = None
     if not ended and typical is not None and typical.run_id is not None:
         # At the earlier run's pace: the task furthest from done (one not started has all of it left).
-        eta = typical.seconds * max(1 - shares.get(rank, 0.0) for rank in range(size) if rank not in done)
+        eta = typical.seconds * max(1 - shares.get(place, 0.0) for place in places if place not in done)
     elif not ended and fraction > 0 and elapsed > 0:
         eta = elapsed * (1 - fraction) / fraction
     return Stage(
@@ -251,32 +298,46 @@ def build(
         eta=eta,
         spreads=spreads,
         basis_run=typical.run_id if typical is not None and not ended else None,
+        chunked=any(chunk for _, chunk in places),
+        browsers=_browsers(done.values()),
     )
 
 
-def _shares(running: list[_Attempt], typical: Typical, now: float) -> dict[int, float]:
-    """Rank -> the share done of its running task, by its records (or time) against the typical task's."""
-    shares: dict[int, float] = {}
+def _browsers(done) -> list[Browser]:
+    """Per browser, the stage's tasks it finished and their time: most first."""
+    tasks: dict[str, list[float]] = {}
+    for a in done:
+        tasks.setdefault(a.worker_id, []).append(a.end - a.start)
+    return sorted(
+        (Browser(worker, len(times), sum(times)) for worker, times in tasks.items()),
+        key=lambda b: (-b.done, b.worker_id),
+    )
+
+
+def _shares(running: list[_Attempt], typical: Typical, now: float) -> dict[tuple[int, int], float]:
+    """(rank, chunk) -> the share done of its running task, by its records (or time) against the typical task's."""
+    shares: dict[tuple[int, int], float] = {}
     for a in running:
-        if a.rank in shares:  # a backup attempt of the same task counts once
+        place = (a.rank, a.chunk)
+        if place in shares:  # a backup attempt of the same task counts once
             continue
         if typical.records > 0 and a.records:
-            shares[a.rank] = min(a.records / typical.records, RUNNING_SHARE_CAP)
+            shares[place] = min(a.records / typical.records, RUNNING_SHARE_CAP)
         elif typical.seconds > 0:
-            shares[a.rank] = min((now - a.start) / typical.seconds, RUNNING_SHARE_CAP)
+            shares[place] = min((now - a.start) / typical.seconds, RUNNING_SHARE_CAP)
         else:
-            shares[a.rank] = 0.0
+            shares[place] = 0.0
     return shares
 
 
 _KEYS = {
-    "rank": lambda line: (line.rank, line.attempt),
-    "state": lambda line: (line.state, line.rank),
-    "worker": lambda line: (line.worker_id, line.rank),
+    "rank": lambda line: (line.rank, line.chunk, line.attempt),
+    "state": lambda line: (line.state, line.rank, line.chunk),
+    "worker": lambda line: (line.worker_id, line.rank, line.chunk),
     "duration": lambda line: (line.seconds is not None, line.seconds or 0.0),
     "records": lambda line: line.records,
     "bytes": lambda line: line.bytes,
-    "attempts": lambda line: (line.attempts, line.rank),
+    "attempts": lambda line: (line.attempts, line.rank, line.chunk),
 }
 
 
@@ -295,7 +356,7 @@ def monotonic_now() -> float:
 def input_records(execution, group: str, stage: int) -> int:
     """Records the stage before emitted in the group so far: the stage's input (0 for the input function)."""
     tasks = execution.groups[group].tasks
-    return sum(t.emits for (s, _), t in tasks.items() if s == stage - 1 and t.state == "done")
+    return sum(t.emits for (s, _, _), t in tasks.items() if s == stage - 1 and t.state == "done")
 
 
 def estimates(
@@ -309,20 +370,28 @@ def estimates(
     out: dict[tuple[str, int], Stage] = {}
     for group in execution.groups.values():
         by_stage: dict[int, list[_Attempt]] = {}
-        for (stage, rank), task in group.tasks.items():
-            if task.state == "done" or (task.state == "running" and task.worker_id):
+        for (stage, rank, chunk), task in group.tasks.items():
+            if (task.state == "done" and task.worker_id) or (task.state == "running" and task.worker_id):
                 end = task.finished if task.state == "done" else None
                 by_stage.setdefault(stage, []).append(
                     _Attempt(
-                        rank, task.attempt, task.worker_id or "", task.state, task.started, end, task.emits, task.bytes
+                        rank,
+                        chunk,
+                        task.attempt,
+                        task.worker_id or "",
+                        task.state,
+                        task.started,
+                        end,
+                        task.emits,
+                        task.bytes,
                     )
                 )
         for stage, attempts in by_stage.items():
             prior = priors.get(stage)
             expected = prior.typical(input_records(execution, group.letter, stage)) if prior else None
-            size = group.stage_size[stage]
+            places = live_places(execution, group.letter, stage)
             out[(group.letter, stage)] = build(
-                group.letter, stage, execution.kind(stage), size, attempts, now, expected
+                group.letter, stage, execution.kind(stage), places, attempts, now, expected
             )
     return out
 
@@ -333,6 +402,6 @@ def of_finished_run(tasks: list[TaskInfo], spec: JobSpec) -> dict[tuple[str, int
     out: dict[tuple[str, int], Stage] = {}
     for group, stage in sorted({(t.group, t.stage) for t in tasks}):
         attempts, now = finished_attempts(tasks, group, stage)
-        size = 1 if stage == INPUT_STAGE else spec.worker_count
-        out[(group, stage)] = build(group, stage, kind_of(spec, stage), size, attempts, now)
+        places = finished_places(attempts, 1 if stage == INPUT_STAGE else spec.worker_count)
+        out[(group, stage)] = build(group, stage, kind_of(spec, stage), places, attempts, now)
     return out

@@ -78,7 +78,7 @@ class Stragglers:
         if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
             return None
         durations = [
-            t.finished - _began(t) for (stage, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
+            t.finished - _began(t) for (stage, _, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
         ]
         median = statistics.median(durations)
         if now - _began(task) <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
@@ -95,7 +95,7 @@ class Stragglers:
             return None
         others = [
             t
-            for (stage, _), t in self.groups[task.group].tasks.items()
+            for (stage, _, _), t in self.groups[task.group].tasks.items()
             if stage == task.stage and t is not task and t.state in ("running", "done")
         ]
         ticking = task.ticks > 0 or any(t.ticks for t in others)

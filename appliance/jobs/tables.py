@@ -44,6 +44,8 @@ class RunTask(Table, tablename="jobs_task"):
     group = Varchar(length=1)
     stage = Integer()
     rank = Integer()
+    # Which of the rank's chunks (a map stage split into chunks: execution.py); 0 otherwise.
+    chunk = Integer(default=0)
     attempt = Integer(default=0)
     worker_id = Varchar(length=64, index=True)  # the runs a worker served (Workers view)
     worker_account = Integer(null=True, default=None, index=True)

@@ -32,6 +32,7 @@ class TaskEvent(enum.StrEnum):
     AGREED = "agreed"  # validation: enough attempts gave the same output: the task is done
     REJECTED = "rejected"  # validation: an attempt's output differs from the one the others agreed on
     OUTPUT_LOST = "output-lost"  # done, but no live worker holds its output, which is still needed
+    EMPTY = "empty"  # a rank's chunk after its first got no input: done without running
 
 
 # (state, event) -> the next state; any pair not listed is refused (IllegalTransition).
@@ -48,6 +49,7 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], TaskState] = {
     ("staging", TaskEvent.SUPERSEDED): "done",
     ("running", TaskEvent.SUPERSEDED): "done",
     ("done", TaskEvent.OUTPUT_LOST): "waiting",
+    ("waiting", TaskEvent.EMPTY): "done",
     ("running", TaskEvent.VERIFY): "verifying",
     ("verifying", TaskEvent.AGREED): "done",
     ("verifying", TaskEvent.CANCEL): "waiting",

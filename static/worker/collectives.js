@@ -309,5 +309,5 @@
     return {barrier, broadcast, allReduce, allGather, assertReplicaIntegrity, peerLost};
   }
 
-  globalThis.peermrCollectives = Object.freeze({encodePayload, decodePayload, shard, rng, create, PeerLostError});
+  globalThis.peermrCollectives = Object.freeze({encodePayload, decodePayload, bounds, shard, rng, create, PeerLostError});
 })();

@@ -90,7 +90,7 @@ export const SOCKET_MESSAGES = {
       },
       tasks: {
         type: 'list',
-        items: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$'},
+        items: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$'},
         maxLength: 64,
         optional: true,
         default: [],
@@ -148,14 +148,22 @@ export const SOCKET_MESSAGES = {
       sha256: {type: 'list', items: {type: 'str', pattern: '^[0-9a-f]{64}$'}, maxLength: 100000, required: true},
     },
     'task-progress': {
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       emits: {type: 'int', ge: 0, required: true},
       bytes: {type: 'int', ge: 0, optional: true, default: 0},
       ticks: {type: 'int', ge: 0, optional: true, default: 0},
       beats: {type: 'int', ge: 0, optional: true, default: 0},
     },
     'task-log': {
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       lines: {
         type: 'list',
         items: {
@@ -171,16 +179,28 @@ export const SOCKET_MESSAGES = {
       },
     },
     'task-worker-timeout': {
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       seconds: {type: 'float', gt: 0, le: 604800, required: true},
     },
     'task-put-url': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       partition: {type: 'int', ge: 0, lt: 8192, required: true},
     },
     'task-done': {
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       outputs: {
         type: 'list',
         items: {
@@ -200,7 +220,11 @@ export const SOCKET_MESSAGES = {
       cpuMs: {type: 'int', ge: 0, optional: true, default: 0},
     },
     'task-failed': {
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       error: {type: 'str', maxLength: 2000, required: true},
       stack: {type: 'str', maxLength: 8000, optional: true, default: ''},
       peerLost: {type: 'bool', optional: true, default: false},
@@ -209,7 +233,11 @@ export const SOCKET_MESSAGES = {
     // An indirect message to another rank, already stored: a blob in this tab (pmrfs) or an object (s3).
     'peer-send': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       toRank: {type: 'int', ge: 0, lt: 8192, required: true},
       tag: {type: 'str', minLength: 1, maxLength: 200, required: true},
       size: {type: 'int', ge: 0, required: true},
@@ -218,35 +246,59 @@ export const SOCKET_MESSAGES = {
     },
     'peer-put-url': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       toRank: {type: 'int', ge: 0, lt: 8192, required: true},
       tag: {type: 'str', minLength: 1, maxLength: 200, required: true},
     },
     'peer-receive': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       fromRank: {type: 'int', ge: 0, lt: 8192, required: true},
       tag: {type: 'str', minLength: 1, maxLength: 200, required: true},
     },
     // Arrange a direct WebRTC link to the worker that holds `to_rank` now.
     'peer-link': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       toRank: {type: 'int', ge: 0, lt: 8192, required: true},
     },
     'ps-read': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       key: {type: 'str', minLength: 1, maxLength: 200, required: true},
     },
     'ps-clock': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
     },
     // The header of a binary frame: the value's little-endian bytes follow it.
     'ps-write': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       key: {type: 'str', minLength: 1, maxLength: 200, required: true},
       dtype: {
         type: 'enum',
@@ -258,7 +310,11 @@ export const SOCKET_MESSAGES = {
     // The header of a binary frame: the value's little-endian bytes follow it.
     'ps-update': {
       id: {type: 'int', required: true},
-      taskId: {type: 'str', pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}\\.\\d{1,6}$', required: true},
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
       key: {type: 'str', minLength: 1, maxLength: 200, required: true},
       dtype: {
         type: 'enum',
@@ -333,6 +389,8 @@ export const SOCKET_MESSAGES = {
       prepareNext: {type: 'bool', optional: true, default: false},
       warm: {type: 'str', optional: true, default: ''},
       awaiting: {type: 'list', items: {type: 'int'}, optional: true, default: []},
+      chunks: {type: 'int', optional: true, default: 1},
+      producers: {type: 'int', optional: true, default: 0},
     },
     // The pieces of one more producer of a streaming reduce, now in the worker's store (in the producer's order; none
     // when it wrote nothing for this rank).

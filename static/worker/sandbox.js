@@ -868,9 +868,10 @@
   // one map at a time. A map's pieces go straight into the merged groups when every map before it
   // (in rank order) is merged; otherwise into groups of their own, merged once the maps before them
   // are, so the values keep upstream order whatever order the maps finished in. Memory: the merged
-  // groups and those decoded ahead. {arrived(producer, inputs), result: Promise of keyToValues}
+  // groups and those decoded ahead. Producers are numbered in upstream order (rank, then chunk).
+  // {arrived(producer, inputs), result: Promise of keyToValues}
   function streamedInput(spec, inputs) {
-    const count = spec.workerCount;
+    const count = spec.producers || spec.workerCount;
     const merged = shuffle.groups();
     const parts = new Array(count);  // rank -> its decoded groups until merged (merged: decoded into them)
     let next = 0;  // the first rank not merged yet
@@ -886,7 +887,7 @@
         try {
           await into(groups, pieces, spec.inputContentType);
         } catch (e) {
-          throw new Error(`the output of rank ${producer} of the stage before: ${e.message}`);
+          throw new Error(`the output of map task ${producer} of the stage before: ${e.message}`);
         }
         parts[producer] = groups;
         for (; next < count && parts[next]; next++) {
@@ -904,20 +905,22 @@
     return {arrived, result};
   }
 
-  // The input function's array, keyed by index, in workerCount contiguous chunks (the first len % W one longer).
+  // The input function's array, keyed by index, in workerCount contiguous pieces (the first len % W one
+  // longer), each cut the same way into spec.chunks contiguous chunks: chunk c of rank r is partition
+  // r * chunks + c, so a rank's chunks together hold its piece.
   function emitChunks(result) {
     if (result == null && task.emits > 0) return;  // it emitted its records itself
     if (result == null || typeof result === 'string' || typeof result[Symbol.iterator] !== 'function') {
       throw new TypeError(`the input function must return an array (it returned ${result === null ? 'null' : typeof result})`);
     }
     const items = Array.isArray(result) ? result : Array.from(result);
-    const workers = task.spec.workerCount;
-    const base = Math.floor(items.length / workers);
-    const extra = items.length % workers;
-    for (let rank = 0; rank < workers; rank++) {
-      const start = rank * base + Math.min(rank, extra);
-      const end = start + base + (rank < extra ? 1 : 0);
-      for (let i = start; i < end; i++) addRecord(rank, i, items[i]);
+    const chunks = task.spec.chunks;
+    for (let rank = 0; rank < task.spec.workerCount; rank++) {
+      const [from, to] = collectives.bounds(items.length, task.spec.workerCount, rank);
+      for (let chunk = 0; chunk < chunks; chunk++) {
+        const [start, end] = collectives.bounds(to - from, chunks, chunk);
+        for (let i = from + start; i < from + end; i++) addRecord(rank * chunks + chunk, i, items[i]);
+      }
     }
   }
 

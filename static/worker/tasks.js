@@ -326,7 +326,9 @@ export class TaskRunner {
   }
 
   validPartition(task, partition) {
-    return Number.isInteger(partition) && partition >= 0 && partition < task.spec.workerCount;
+    // The input function writes each rank's piece in `chunks` chunks; the other stages a partition per rank.
+    const count = task.spec.workerCount * (task.spec.kind === 'input' ? task.spec.chunks : 1);
+    return Number.isInteger(partition) && partition >= 0 && partition < count;
   }
 
   putUrlReply({replyTo, url, key, error}) {

@@ -7,6 +7,7 @@ import typing
 import pytest
 
 from appliance.jobs.execution import (
+    CHUNKS_PER_RANK,
     INPUT_STAGE,
     OUTCOMES,
     TRANSITIONS,
@@ -19,9 +20,10 @@ from appliance.jobs.execution import (
 from appliance.jobs.spec import JobSpec, StageSpec, Validation
 
 
-def spec(*kinds: str, workers: int = 2, groups: int = 1, timeout: int = 3600) -> JobSpec:
+def spec(*kinds: str, workers: int = 2, groups: int = 1, timeout: int = 3600, chunks: str = "rank") -> JobSpec:
+    """A job of these stages; one task per rank unless ``chunks`` is "auto"."""
     return JobSpec(
-        stages=[StageSpec(kind=k, source="async function f(x) {}", timeout=timeout) for k in kinds],
+        stages=[StageSpec(kind=k, source="async function f(x) {}", timeout=timeout, chunks=chunks) for k in kinds],
         worker_count=workers,
         group_count=groups,
         input_source="async function input() { return []; }",
@@ -46,17 +48,21 @@ def feed(run: RunExecution, task) -> None:
     succeed at once), and runs once it has them all; any other task runs."""
     for producer in run.producers(task) if task.streaming else []:
         if producer.state == "done":
-            run.fed(task, producer.rank)
+            run.fed(task, run.producer_index(producer))
     if not task.awaiting:
         run.running(task)
 
 
+def ready_tasks(run: RunExecution) -> list:
+    return [task for task, _ in run.ready()]
+
+
 def run_ready(run: RunExecution) -> list:
     ready = run.ready()
-    for task in ready:
-        run.start(task)
+    for task, worker in ready:
+        run.start(task, worker)
         feed(run, task)
-    return ready
+    return [task for task, _ in ready]
 
 
 def test_partitioning_follows_what_reads_the_output():
@@ -224,9 +230,9 @@ def test_a_consumer_still_copying_its_inputs_waits_again_when_its_producer_is_re
     started(run, ["w0", "w1", "w2"])
     first = run_ready(run)[0]
     finish(run, first, [0, 1, 2])
-    maps = sorted(run.ready(), key=lambda t: t.rank)
+    maps = sorted(ready_tasks(run), key=lambda t: t.rank)
     for task in maps:
-        run.start(task)  # all three staging
+        run.start(task, f"w{task.rank}")  # all three staging
     run.running(maps[2])  # its task-assign is out: it has its input
     backup = run.backup(maps[2], "w9")
     first.outputs[1].holders = {"w1"}
@@ -235,7 +241,7 @@ def test_a_consumer_still_copying_its_inputs_waits_again_when_its_producer_is_re
     assert maps[0].state == "waiting" and maps[0] in again  # it was copying: it waits for the new input
     assert maps[2].state == "running"  # launched already: it goes on with the input it has
     assert backup not in run.active and backup.state == "waiting"  # dropped while copying
-    assert [t.stage for t in run.ready()] == [INPUT_STAGE]
+    assert [t.stage for t in ready_tasks(run)] == [INPUT_STAGE]
 
 
 def test_stage_timeout_and_worker_timeout():
@@ -244,9 +250,9 @@ def test_stage_timeout_and_worker_timeout():
     first = run_ready(run)[0]
     first.started = 0.0
     finish(run, first, [0, 1], holder="w0")
-    maps = run.ready()
+    maps = ready_tasks(run)
     for task in maps:
-        run.start(task, now=100.0)
+        run.start(task, f"w{task.rank}", now=100.0)
         run.running(task)
     maps[0].worker_timeout = 10
     assert run.overdue_stage(now=104.0) is None
@@ -297,9 +303,9 @@ def task_in(state: str):
         job.validation = Validation(replicas=2)
     run = RunExecution(1, job)
     started(run, ["w0", "w1"])
-    [task] = run.ready()
+    [task] = ready_tasks(run)
     if state != "waiting":
-        run.start(task)
+        run.start(task, "w0")
     if state in ("running", "done", "verifying"):
         run.running(task)
     if state in ("done", "verifying"):
@@ -311,7 +317,7 @@ def task_in(state: str):
 def apply(run: RunExecution, task, event: TaskEvent) -> None:
     """The RunExecution method the coordinator calls for each event."""
     if event is TaskEvent.START:
-        run.start(task)
+        run.start(task, "w0")
     elif event is TaskEvent.LAUNCH:
         run.running(task)
     elif event is TaskEvent.FINISH:
@@ -320,8 +326,10 @@ def apply(run: RunExecution, task, event: TaskEvent) -> None:
         backup = run.backup(task, "w-backup")
         run.running(backup)
         finish(run, backup, [0, 1])
-    elif event in (TaskEvent.VERIFY, TaskEvent.AGREED, TaskEvent.REJECTED):
-        run._move(task, event)  # only validation's agreement makes these (its own tests are below)
+    elif event in (TaskEvent.VERIFY, TaskEvent.AGREED, TaskEvent.REJECTED, TaskEvent.EMPTY):
+        # Only validation's agreement makes the first three, and the input's cut the last (their
+        # own tests are below).
+        run._move(task, event)
     else:
         run.retry(task, event, "why")
 
@@ -388,7 +396,7 @@ def test_a_straggler_is_speculated_once_most_of_its_stage_is_done_and_the_backup
     assert not run.speculable(slow, now=200)  # one backup at a time
     run.running(backup)
     # The reduces of ranks whose maps are done may start, with the pieces so far; rank 3's waits for its map.
-    assert sorted(t.rank for t in run.ready()) == [0, 1, 2]
+    assert sorted(t.rank for t in ready_tasks(run)) == [0, 1, 2]
     superseded = run.done(backup, [Output(p, f"b{p}".ljust(64, "0"), 10, 1, {"w9"}) for p in range(4)], 1, 5)
     assert superseded == [("1.A.0.3.0", "w3")]  # the original attempt, to be stopped on its worker
     assert (slow.state, slow.worker_id, slow.attempt) == ("done", "w9", 1)
@@ -488,7 +496,7 @@ def test_a_validated_task_is_done_once_two_workers_gave_the_same_output():
     replica = run.replica(task, "w1")
     run.running(replica)
     assert run.done(task, output("a", "w0"), 1, 5) == []
-    assert task.state == "verifying" and run.ready() == []  # nothing downstream reads it yet
+    assert task.state == "verifying" and ready_tasks(run) == []  # nothing downstream reads it yet
     assert run.replicas_wanted(task) == 0  # the replica is still running
     assert run.done(replica, output("a", "w1"), 1, 5) == []
     assert task.state == "done" and [o.location[:1] for o in task.outputs] == ["a"]
@@ -569,3 +577,98 @@ def test_a_task_emitting_far_more_slowly_than_its_stage_is_speculated_early():
     for t in maps:
         t.ticks = t.emits = 0
     assert not run.speculable(slow, now=103.0)
+
+
+# ------------------------------------------------------------ chunks finer than ranks
+
+
+def test_a_map_that_keeps_no_state_per_rank_is_cut_into_chunks_and_its_followers_alike():
+    sources = {
+        "plain": "async function m(x) { context.log(context.getRank()); }",
+        "seeded": "async function m(x) { const r = context.rng(); }",
+        "shared out": "async function m(x) { const n = context.getWorkerCount(); }",
+        "talking": "async function m(x) { await context.sendToRank(1, 't', 1); }",
+    }
+    job = spec("map", "map", "reduce", "map", chunks="auto")
+    assert RunExecution(1, job).chunks == {INPUT_STAGE: 1, 0: CHUNKS_PER_RANK, 1: CHUNKS_PER_RANK, 2: 1, 3: 1}
+    for name, source in sources.items():
+        job.stages[0] = StageSpec(kind="map", source=source, chunks="auto")
+        expected = CHUNKS_PER_RANK if name == "plain" else 1
+        assert RunExecution(1, job).chunks[0] == expected, name
+        assert RunExecution(1, job).chunks[1] == expected, name  # it reads the first chunk by chunk
+    job.stages[0] = StageSpec(kind="map", source=sources["plain"], chunks="rank")
+    assert RunExecution(1, job).chunks[0] == 1
+
+
+def test_chunks_read_their_piece_of_the_input_and_a_rank_writes_them_in_order():
+    run = RunExecution(1, spec("map", "reduce", workers=2, chunks="auto"))
+    started(run, ["w0", "w1"])
+    [source] = run_ready(run)
+    # Rank 0 got items for 3 of its chunks, rank 1 for one: rank 1's other chunks never run.
+    finish(run, source, [0, 1, 2, 4])
+    chunks = {(t.rank, t.chunk): t for t in run.all_tasks() if t.stage == 0}
+    assert [chunks[(1, c)].state for c in range(4)] == ["waiting", "done", "done", "done"]
+    assert [o.partition for o in run.inputs(chunks[(0, 2)])] == [2]
+    assert chunks[(0, 3)].state == "done" and not run.inputs(chunks[(0, 3)])  # the chunk left empty
+    # Each worker takes its own rank's first chunk.
+    first = run_ready(run)
+    assert {(t.rank, t.chunk, t.worker_id) for t in first} == {(0, 0, "w0"), (1, 0, "w1")}
+    finish(run, first[1], [0, 1])  # w1 is done with all of rank 1's map
+    [(reduce, worker)] = run.ready()  # its reduce starts, to be fed the maps' pieces as they finish
+    assert (reduce.stage, reduce.rank, worker) == (1, 1, "w1")
+    run.start(reduce, worker)
+    [(taken, worker)] = run.ready()  # meanwhile it takes rank 0's last waiting chunk
+    assert (taken.rank, taken.chunk, worker) == (0, 2, "w1")
+    run.start(taken, worker)
+    run.running(taken)
+    finish(run, first[0], [0, 1])
+    [(mine, worker)] = run.ready()
+    assert (mine.rank, mine.chunk, worker) == (0, 1, "w0")  # the rank's worker goes on from the front
+    run.start(mine, worker)
+    run.running(mine)
+    finish(run, mine, [0, 1])
+    finish(run, taken, [0, 1])
+    reduce = run.task("A", 1, 0)
+    # A reduce reads every map task in rank and chunk order, numbered so for its page.
+    assert [(p.rank, p.chunk) for p in run.producers(reduce)] == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (1, 0),
+        (1, 1),
+        (1, 2),
+        (1, 3),
+    ]
+    assert [run.producer_index(p) for p in run.producers(reduce)] == list(range(8))
+    assert [o.location for o in run.inputs(reduce)] == [
+        o.location for (r, c) in [(0, 0), (0, 1), (0, 2), (1, 0)] for o in chunks[(r, c)].outputs if o.partition == 0
+    ]
+
+
+def test_a_run_split_in_chunks_ends_with_each_ranks_output_in_chunk_order():
+    run = RunExecution(1, spec("map", workers=2, chunks="auto"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], list(range(8)))
+    while not run.finished():
+        for task in run_ready(run):
+            finish(run, task, [task.rank])
+    outputs = run.final_outputs()["A"]
+    assert [r for r, _ in outputs] == [0, 1]
+    assert [o.location.split("-")[0] for o in outputs[1][1]] == [run.task("A", 0, 1, c).id for c in range(4)]
+
+
+def test_free_workers_take_waiting_chunks_fastest_first_and_a_task_id_names_its_chunk():
+    run = RunExecution(1, spec("map", workers=3, chunks="auto"))
+    started(run, ["slow", "fast", "mid"])
+    finish(run, run_ready(run)[0], list(range(12)))
+    for task in run_ready(run):  # each worker's own first chunk
+        finish(run, task, [task.rank]) if task.worker_id != "slow" else None
+    speeds = {"slow": 0.2, "fast": 3.0, "mid": 1.0}
+    # fast and mid go on with their own ranks; the slow one is still busy.
+    ready = run.ready(speeds.get)
+    assert [(t.rank, t.chunk, w) for t, w in ready] == [(1, 1, "fast"), (2, 1, "mid")]
+    for task, worker in ready:
+        run.start(task, worker)
+    assert run.task("A", 0, 0, 3).id == "1.A.0.0c3.0" and run.find("1.A.0.0c3.0") is run.task("A", 0, 0, 3)
+    assert run.find("1.A.0.0c0.0") is None  # a rank's first chunk is named by its rank alone

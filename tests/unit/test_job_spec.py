@@ -164,7 +164,7 @@ def test_spec_serialises_with_sdk_names_and_back():
     data = msgspec.json.decode(msgspec.json.encode(spec))
     assert {"storageType", "workerCount", "groupCount", "privateMode", "gpuRequirements", "wasmBinaries"} <= set(data)
     assert {"saveIntermediateOutput", "inputSource", "inputContentType", "seed", "staleness"} <= set(data)
-    stage_fields = {"kind", "source", "contentType", "timeout", "combine", "line", "column", "talksToRanks"}
+    stage_fields = {"kind", "source", "contentType", "timeout", "combine", "chunks", "line", "column", "talksToRanks"}
     assert set(data["stages"][0]) == stage_fields
     assert msgspec.json.decode(msgspec.json.encode(spec), type=JobSpec) == spec
 

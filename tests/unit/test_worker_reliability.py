@@ -27,7 +27,9 @@ WEEK = dt.timedelta(days=7)
 
 def spec(workers: int = 2) -> JobSpec:
     return JobSpec(
-        stages=[StageSpec(kind=k, source="async function f(x) {}", timeout=60) for k in ("map", "reduce")],
+        stages=[
+            StageSpec(kind=k, source="async function f(x) {}", timeout=60, chunks="rank") for k in ("map", "reduce")
+        ],
         worker_count=workers,
         group_count=1,
         input_source="async function input() { return []; }",
@@ -41,10 +43,10 @@ def finish(run: RunExecution, task) -> None:
 
 def step(run: RunExecution) -> list:
     ready = run.ready()
-    for task in ready:
-        run.start(task)
+    for task, worker in ready:
+        run.start(task, worker)
         run.running(task)
-    return ready
+    return [task for task, _ in ready]
 
 
 def by_worker(runs: list[WorkerRun]) -> dict[str, WorkerRun]:
@@ -213,7 +215,17 @@ async def test_connected_workers_get_their_scores_and_stay_comparable(store):
     assert new.score == 0.0
     history = [
         type(
-            "A", (), {"group": "A", "stage": 0, "rank": 0, "worker_id": "new", "state": "done", "worker_lost": False}
+            "A",
+            (),
+            {
+                "group": "A",
+                "stage": 0,
+                "rank": 0,
+                "chunk": 0,
+                "worker_id": "new",
+                "state": "done",
+                "worker_lost": False,
+            },
         )()
         for _ in range(3)
     ]
@@ -249,7 +261,7 @@ async def test_scores_kept_by_billing_before_the_move_are_carried_over_to_the_fl
 
 
 def test_a_rejected_output_costs_its_worker_whatever_ended_the_run():
-    rejected = type("A", (), {"group": "A", "stage": 0, "rank": 0, "worker_lost": False})
+    rejected = type("A", (), {"group": "A", "stage": 0, "rank": 0, "chunk": 0, "worker_lost": False})
     history = [rejected(), rejected(), rejected()]
     for attempt, (worker, state) in zip(history, [("liar", "rejected"), ("w1", "done"), ("w2", "done")], strict=True):
         attempt.worker_id, attempt.state = worker, state

@@ -236,8 +236,8 @@ class Coordinator:
             return
         if self.shared.draining:
             return  # stopping: the running tasks finish, nothing starts
-        for task in run.execution.ready():
-            run.execution.start(task)
+        for task, worker_id in run.execution.ready(self.shared.speeds.of):
+            run.execution.start(task, worker_id)
             self.shared.spawn(self.staging.launch(run, task))
         await self.speculation.look(run, clock)
         self.shared.deliver(run)

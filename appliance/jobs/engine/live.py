@@ -125,13 +125,16 @@ class LiveRun:
 
     def task_root(self, task: Try) -> str:
         """Where a task's attempts write their objects in the run's bucket (s3 storage)."""
-        return f"{self.key_prefix()}/{task.group}/{stage_label(task.stage)}/rank-{task.rank:05d}"
+        chunk = f"-chunk-{task.chunk:03d}" if task.chunk else ""
+        return f"{self.key_prefix()}/{task.group}/{stage_label(task.stage)}/rank-{task.rank:05d}{chunk}"
 
     def task_prefix(self, task: Try) -> str:
         return f"{self.task_root(task)}/attempt-{task.attempt}"
 
     def where(self, task: Try) -> str:
-        return f"{stage_name(self.execution, task.stage)} on rank {task.rank} of group {task.group}"
+        chunks = self.execution.chunks[task.stage]
+        chunk = f" (chunk {task.chunk + 1} of {chunks})" if chunks > 1 else ""
+        return f"{stage_name(self.execution, task.stage)} on rank {task.rank}{chunk} of group {task.group}"
 
     def served_by(self, worker: Worker) -> None:
         """A worker takes a rank or an attempt of this run: remember its account and adapter."""
@@ -146,9 +149,9 @@ def stage_name(execution: RunExecution, stage: int) -> str:
 
 def places(execution: RunExecution, tasks: list[Task]) -> str:
     """Tasks named by stage and ranks: "stage 1 (map) on ranks 0, 2 of group A; the input function of group A"."""
-    ranks: dict[tuple[str, int], list[int]] = {}
+    ranks: dict[tuple[str, int], set[int]] = {}
     for task in tasks:
-        ranks.setdefault((task.group, task.stage), []).append(task.rank)
+        ranks.setdefault((task.group, task.stage), set()).add(task.rank)
     return "; ".join(
         stage_name(execution, stage)
         + ("" if stage == INPUT_STAGE else f" on rank{'s' if len(r) > 1 else ''} {', '.join(map(str, sorted(r)))}")

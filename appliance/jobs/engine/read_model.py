@@ -11,14 +11,16 @@ from appliance.jobs import selection, stages, views
 from appliance.jobs.engine.admission import Admission
 from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.shared import Shared
+from appliance.jobs.engine.speeds import Speeds
 from appliance.jobs.spec import JobSpec
 
 
 class RunView:
     """A running run, as a page or a route may see it."""
 
-    def __init__(self, run: LiveRun):
+    def __init__(self, run: LiveRun, speeds: Speeds):
         self._run = run
+        self._speeds = speeds
         self.run_id, self.owner_id, self.spec = run.run_id, run.owner_id, run.spec
         self.origins = list(run.origins)
         self.storage_origin = run.storage.origin if run.storage is not None else None
@@ -34,6 +36,13 @@ class RunView:
 
     def stage_attempts(self, group: str, stage: int) -> list:
         return stages.live_attempts(self._run.execution, group, stage)
+
+    def stage_places(self, group: str, stage: int) -> list[tuple[int, int]]:
+        return stages.live_places(self._run.execution, group, stage)
+
+    def speed_of(self, worker_id: str) -> float:
+        """The browser's speed estimate (1.0: a typical browser's, or not known yet)."""
+        return self._speeds.of(worker_id)
 
     def input_records(self, group: str, stage: int) -> int:
         return stages.input_records(self._run.execution, group, stage)
@@ -60,7 +69,7 @@ class ReadModel:
 
     def view(self, run_id: int) -> RunView | None:
         run = self._shared.active.get(run_id)
-        return RunView(run) if run is not None else None
+        return RunView(run, self._shared.speeds) if run is not None else None
 
     def position(self, run_id: int) -> int | None:
         """1 for the head of the queue; None when the run is not queued."""

@@ -178,6 +178,7 @@ class Reports:
         stalled = {a.id for a in racing if a is not task and a.stalled}
         stopped = execution.done(task, outputs, message.emits, message.cpu_ms)
         if primary.state == "done":
+            self.shared.speeds.finished(execution, primary)
             self.staging.prestage(run, primary)
             self.staging.feed_consumers(run, primary)
         for rejected in [a for a in execution.history[recorded:] if a.state == "rejected"]:

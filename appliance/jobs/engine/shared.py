@@ -13,6 +13,7 @@ from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet, Worker
 from appliance.jobs import invariants, selection
 from appliance.jobs.engine.live import LiveRun
+from appliance.jobs.engine.speeds import Speeds
 from appliance.jobs.logs import RunLogs
 from appliance.jobs.scheduling_policy import SchedulingPolicy
 from appliance.jobs.spec import JobSpec
@@ -31,6 +32,7 @@ class Shared:
     active: dict[int, LiveRun] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     draining: bool = False  # stopping: no run or task starts
+    speeds: Speeds = field(default_factory=Speeds)
     # A run's end deletes its checkpoint: never while one is being written.
     checkpointing: asyncio.Lock = field(default_factory=asyncio.Lock)
 

@@ -31,8 +31,8 @@ def partition_problem(run: LiveRun, task: Try, partition: int) -> str | None:
     """What is wrong with a partition a task names (in an output or a task-put-url), or None."""
     if run.execution.partitioning(task.stage) == "rank" and partition != task.rank:
         return f"partition {partition} from rank {task.rank} of a stage partitioned by rank"
-    if partition >= run.execution.worker_count:
-        return f"partition {partition} of {run.execution.worker_count}"
+    if partition >= (count := run.execution.partitions(task.stage)):
+        return f"partition {partition} of {count}"
     return None
 
 
@@ -170,6 +170,8 @@ class Staging:
             staleness=run.spec.staleness or 0,
             epoch=run.talk.epochs.get(task.group, 0),
             awaiting=list(awaiting),
+            chunks=execution.chunks[0] if stage == INPUT_STAGE else 1,
+            producers=len(execution.producers(task.primary or task)) if execution.kind(stage) == "reduce" else 0,
         )
 
     # ------------------------------------------------------------ a streaming reduce
@@ -185,9 +187,10 @@ class Staging:
         described = []
         for producer in execution.producers(task):
             pieces = execution.pieces(task, producer)
+            index = execution.producer_index(producer)
             if producer.state == "done" and all(worker.worker_id in o.holders for o in pieces):
-                described += [{"sha256": o.location, "size": o.size, "producer": producer.rank} for o in pieces]
-                execution.fed(task, producer.rank)
+                described += [{"sha256": o.location, "size": o.size, "producer": index} for o in pieces]
+                execution.fed(task, index)
         if not task.awaiting:
             execution.running(task)  # every map finished in the meantime
         run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
@@ -214,9 +217,10 @@ class Staging:
         """Copy a done producer's pieces to a streaming reduce's worker (unless there already or on
         their way, prestage), then tell its page (task-input). A copy that fails sends the reduce
         back to wait, as a failed copy before a task-assign would."""
-        key = (task.id, producer.rank)
+        index = run.execution.producer_index(producer)
+        key = (task.id, index)
         worker = self.fleet.get(task.worker_id or "")
-        if key in run.transfers.feeding or worker is None or producer.rank not in task.awaiting:
+        if key in run.transfers.feeding or worker is None or index not in task.awaiting:
             return
         execution, attempt, outputs = run.execution, task.attempt, producer.outputs
         run.transfers.feeding.add(key)
@@ -234,11 +238,11 @@ class Staging:
                     execution.retry(task, TaskEvent.FAIL, error)
                     self.shared.wake.set()
                 return
-            if execution.fed(task, producer.rank):
+            if execution.fed(task, index):
                 execution.running(task)
             described = [{"sha256": o.location, "size": o.size} for o in pieces]
             with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
-                await worker.send(p.TaskInput(task_id=task.id, producer=producer.rank, inputs=described))
+                await worker.send(p.TaskInput(task_id=task.id, producer=index, inputs=described))
         finally:
             run.transfers.feeding.discard(key)
 
