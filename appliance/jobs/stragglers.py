@@ -78,7 +78,9 @@ class Stragglers:
         if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
             return None
         durations = [
-            t.finished - _began(t) for (stage, _, _), t in group.tasks.items() if stage == task.stage and t.state == "done"
+            t.finished - _began(t)
+            for (stage, _, _), t in group.tasks.items()
+            if stage == task.stage and t.state == "done"
         ]
         median = statistics.median(durations)
         if now - _began(task) <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
