@@ -43,12 +43,13 @@ def is_active(run: RunInfo) -> bool:
     return run.state in ACTIVE_STATES
 
 
-def run_seconds(run: RunInfo, now: dt.datetime | None = None) -> int | None:
-    """How long the run ran (so far, while running); None before it started."""
+def run_seconds(run: RunInfo, now: dt.datetime | None = None) -> float | None:
+    """How long the run ran (so far, while running); None before it started. Not rounded down: a run
+    of 0.9 s did not take 0 s (``duration`` shows short ones to a tenth)."""
     if run.started_at is None:
         return None
     end = run.finished_at or now or dt.datetime.now(dt.UTC)
-    return max(0, int((end - run.started_at).total_seconds()))
+    return max(0.0, (end - run.started_at).total_seconds())
 
 
 # -- progress ---------------------------------------------------------------------------------

@@ -36,8 +36,12 @@ def human_bytes(value: int) -> str:
     return f"{size / 1024:.1f} TiB"
 
 
-def human_duration(seconds: int) -> str:
-    """45 s, 12 min, 3 h 05 min."""
+def human_duration(seconds: float) -> str:
+    """0.4 s and 1.2 s (under 10 s, to a tenth, so that a short run never reads as 0 s), 45 s, 12 min,
+    3 h 05 min."""
+    if seconds < 10 and seconds != int(seconds):
+        return f"{max(seconds, 0.1):.1f} s"
+    seconds = int(seconds)
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:

@@ -7,8 +7,9 @@ import datetime as dt
 import pytest
 
 from appliance.jobs import views
-from appliance.jobs.service import StageProgress, TaskInfo
+from appliance.jobs.service import RunInfo, StageProgress, TaskInfo
 from appliance.jobs.spec import JobSpec, StageSpec
+from appliance.web.formatting import human_duration
 
 
 async def records(count: int, closed: list):
@@ -115,3 +116,25 @@ def test_an_empty_timeline_and_progress_by_group():
     assert [g for g, _ in groups] == ["A", "B"]
     assert [(r.name, r.percent) for r in groups[0][1]] == [("input function", 100), ("stage 1 (map)", 50)]
     assert views.progress_fraction(progress) == 0.75
+
+
+@pytest.mark.parametrize(
+    "took,shown",
+    [(0.9, "0.9 s"), (1.24, "1.2 s"), (0.01, "0.1 s"), (3.0, "3 s"), (45.7, "45 s"), (754, "12 min")]
+    + [(11_100, "3 h 05 min")],
+)
+def test_a_run_that_took_under_a_second_does_not_read_as_0_s(took, shown):
+    started = dt.datetime(2026, 11, 27, 12, tzinfo=dt.UTC)
+    run = RunInfo(
+        id=1,
+        job_id=1,
+        job_name="quick",
+        owner="carol@example.com",
+        state="succeeded",
+        reason="",
+        queued_at=started,
+        started_at=started,
+        finished_at=started + dt.timedelta(seconds=took),
+        spec=JobSpec(stages=[]),
+    )
+    assert human_duration(views.run_seconds(run)) == shown
