@@ -162,8 +162,9 @@ def _worker_id(profile: Path) -> str:
 
 def user_environment() -> dict[str, str]:
     """The environment the user started `peermr` with, for Chromium: the binary (PyInstaller) points
-    LD_LIBRARY_PATH at its own libraries and keeps the user's in LD_LIBRARY_PATH_ORIG."""
-    env = dict(os.environ)
+    LD_LIBRARY_PATH at its own libraries, keeps the user's in LD_LIBRARY_PATH_ORIG, and adds _PYI_*
+    variables of its own."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("_PYI_")}
     if getattr(sys, "frozen", False):
         original = env.pop("LD_LIBRARY_PATH_ORIG", None)
         if original is None:
