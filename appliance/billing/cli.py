@@ -22,7 +22,11 @@ def add_parser(sub) -> None:
         "changes nothing.",
     )
     bill.add_argument("--period", required=True, help="the month to close, YYYY-MM (appliance time zone)")
-    bill.add_argument("--dry-run", action="store_true", help="print the statements without writing anything")
+    bill.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the statements without writing anything (the month under way: a preview so far)",
+    )
     bill.add_argument("--data-dir", help="data directory (default ./peermr-data, env PEERMR_DATA_DIR)")
     bill.add_argument("--csv", action="store_true", help="print the statements as CSV")
     bill.set_defaults(func=cmd_bill)
@@ -32,6 +36,7 @@ async def _bill(args: argparse.Namespace, billing: BillingContext) -> str:
     from appliance.accounts import users
     from appliance.billing import service, settlement
     from appliance.billing.ledger import CONSUMER, RESOURCES
+    from appliance.clock import now
 
     result = await settlement.close_period(billing, args.period, dry_run=args.dry_run)
     report = None
@@ -40,7 +45,10 @@ async def _bill(args: argparse.Namespace, billing: BillingContext) -> str:
     if args.csv:
         return await service.statements_csv(args.period, found=result.statements)
     lines = []
-    if args.dry_run and result.dry_run and not await settlement.is_closed(args.period):
+    end = periods.bounds(args.period, billing.tz)[1]
+    if args.dry_run and end > now():
+        lines.append(f"Preview: {args.period} so far, as it would close now (nothing was written).")
+    elif args.dry_run and result.dry_run and not await settlement.is_closed(args.period):
         lines.append(f"Dry run: {args.period} would close with these statements (nothing was written).")
     elif args.dry_run:
         lines.append(f"Dry run: {args.period} is already closed; its statements (nothing was written).")

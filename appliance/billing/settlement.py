@@ -89,10 +89,13 @@ async def is_closed(period: str) -> bool:
 async def close_period(
     billing: BillingContext, period: str, *, dry_run: bool = False, at: dt.datetime | None = None
 ) -> CloseResult:
-    """Close ``period`` (it must be over). Idempotent: a closed period returns its stored statements."""
+    """Close ``period`` (it must be over). Idempotent: a closed period returns its stored statements.
+    A dry run of the month under way previews its statements so far."""
     tz = billing.tz
-    end = periods.bounds(periods.check(period), tz)[1]
-    if (at or now()) < end:
+    start, end = periods.bounds(periods.check(period), tz)
+    if dry_run and (at or now()) < start:
+        raise BillingError(f"{period} has not started yet: there is nothing to preview")
+    if not dry_run and (at or now()) < end:
         raise BillingError(f"{period} is not over yet: it can be closed from {end.astimezone(tz)}")
     if await is_closed(period):
         return CloseResult(period, False, dry_run, await statements.stored(period))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -96,6 +97,26 @@ def test_bill_refuses_a_malformed_or_unfinished_period(server):
     assert result.returncode == 1 and "is not a period like 2026-05" in result.stderr
     result = server.cli("bill", "--period", "2999-01")
     assert result.returncode == 1 and "not over yet" in result.stderr
+    result = server.cli("bill", "--period", "2999-01", "--dry-run")
+    assert result.returncode == 1 and "has not started yet" in result.stderr
+
+
+def test_bill_dry_run_previews_the_month_under_way(server, closed_march):
+    this_month = dt.datetime.now(dt.UTC).strftime("%Y-%m")  # the appliance's time zone is UTC here
+    run_python(
+        server,
+        f"""
+        at = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+        await ledger.record([Entry({closed_march}, "cpu_ms", "consumer", 3_600_000, "cli-now", at)], billing.tz)
+        """,
+    )
+    preview = server.cli("bill", "--period", this_month, "--dry-run")
+    assert preview.returncode == 0, preview.stderr
+    assert f"Preview: {this_month} so far, as it would close now (nothing was written)." in preview.stdout
+    assert "carol@example.com: invoice 1.00 USD" in preview.stdout
+    assert server.query(f"SELECT COUNT(*) FROM billing_period WHERE period = '{this_month}'") == [(0,)]
+    closing = server.cli("bill", "--period", this_month)  # closing it still waits for the month's end
+    assert closing.returncode == 1 and "not over yet" in closing.stderr
 
 
 def test_a_webhook_with_a_bad_signature_is_refused_and_a_good_one_updates_the_status(server, closed_march):
