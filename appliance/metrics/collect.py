@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 BUILD_INFO = Gauge("peermr_build_info", "Appliance version", ["version"])
 ACCOUNTS = Gauge("peermr_accounts", "Active accounts by role", ["role"])
+# By account id, never email: a scrape is read by monitoring tools, which need not know who the employees are.
 WORKERS = Gauge(
-    "peermr_workers_connected", "Connected worker browsers by account, WebGPU and state", ["account", "gpu", "state"]
+    "peermr_workers_connected", "Connected worker browsers by account id, WebGPU and state", ["account", "gpu", "state"]
 )
 WORKER_CAPACITY = Gauge("peermr_worker_capacity", "Concurrent tasks the connected workers offer (their core shares)")
 QUEUE_DEPTH = Gauge("peermr_queue_depth", "Runs waiting in the queue")
@@ -36,7 +37,8 @@ async def refresh(fleet: Fleet, coordinator: Coordinator) -> None:
     for role, count in (await users.count_by_role()).items():
         ACCOUNTS.labels(role).set(count)
     WORKERS.clear()
-    counts = Counter((w.account_email, "yes" if w.capabilities.gpu else "no", w.state) for w in fleet.workers.values())
+    workers = fleet.workers.values()
+    counts = Counter((str(w.account_id), "yes" if w.capabilities.gpu else "no", w.state) for w in workers)
     for labels, count in counts.items():
         WORKERS.labels(*labels).set(count)
     WORKER_CAPACITY.set(sum(w.capabilities.capacity or 1 for w in fleet.workers.values()))
