@@ -152,6 +152,13 @@ def test_the_workers_view_matches_what_each_tab_says_it_stores(
     expect(admin).to_have_url(re.compile(r"sort=tasks&order=asc"))
     expect(admin.locator("th[aria-sort=ascending]")).to_have_text("Tasks")
     at_each_width(admin, screens, "workers")
+    # At 1280 px the whole table fits: nothing to scroll to, Connected and Disconnect in sight.
+    assert admin.evaluate(
+        "(() => { const s = document.querySelector('.table-scroll'); return s.scrollWidth <= s.clientWidth; })()"
+    )
+    for button in admin.get_by_role("button", name="Disconnect").all():
+        box = button.bounding_box()
+        assert box and box["x"] + box["width"] <= 1280
     # At 390 px the table scrolls inside its card.
     admin.set_viewport_size({"width": 390, "height": 900})
     assert admin.evaluate(
