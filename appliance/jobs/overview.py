@@ -12,6 +12,7 @@ from piccolo.query.functions.aggregate import Count
 
 from appliance.accounts import users
 from appliance.accounts.actor import Actor
+from appliance.jobs import priors, views
 from appliance.jobs.tables import Run, RunTask
 
 if TYPE_CHECKING:
@@ -28,7 +29,8 @@ class RunLine(msgspec.Struct, frozen=True):
     state: str
     reason: str
     at: dt.datetime | None  # started (running), queued (queued), finished (ended)
-    percent: int | None = None  # tasks done, while running
+    # While running, the stage under way as the run page shows it: "stage 1 (map): about 40 %".
+    doing: str | None = None
     position: int | None = None  # in the queue
 
 
@@ -44,9 +46,20 @@ def _mine(query, actor: Actor):
     return query if actor.is_admin else query.where(Run.owner == actor.user_id)
 
 
-def _percent(coordinator: Coordinator, run_id: int) -> int | None:
+async def _doing(coordinator: Coordinator, run_id: int, job_id: int | None) -> str | None:
+    """The first stage not done (of the first group with one) and its estimated share done, as the run
+    page's progress table has it: a share of all the run's tasks said "33 %" while its only map, the
+    work, was at about 0 %."""
     live = coordinator.read.view(run_id)
-    return live.percent() if live is not None else None
+    if live is None:
+        return None
+    rows = sorted(live.progress(), key=lambda r: (r["group"], r["stage"]))
+    current = next((r for r in rows if r["done"] < r["total"]), None)
+    if current is None:
+        return "finishing"
+    estimate = live.estimates(await priors.of_job(job_id, run_id)).get((current["group"], current["stage"]))
+    fraction = estimate.fraction if estimate is not None else current["done"] / current["total"]
+    return f"{views.stage_name(current['stage'], current['kind'])}: about {int(fraction * 100)} %"
 
 
 async def at_a_glance(actor: Actor, coordinator: Coordinator, since: dt.datetime) -> Glance:
@@ -66,11 +79,14 @@ async def at_a_glance(actor: Actor, coordinator: Coordinator, since: dt.datetime
             state=row["state"],
             reason=coordinator.read.reason(row["id"]) or row["reason"],
             at=at,
-            percent=_percent(coordinator, row["id"]),
             position=coordinator.read.position(row["id"]),
         )
 
-    running = [line(r, r["started_at"]) for r in active if r["state"] == "running"]
+    running = [
+        msgspec.structs.replace(line(r, r["started_at"]), doing=await _doing(coordinator, r["id"], r["job"]))
+        for r in active
+        if r["state"] == "running"
+    ]
     queued = [line(r, r["queued_at"]) for r in active if r["state"] == "queued"]
     return Glance(
         running=running[:RUNS_SHOWN],

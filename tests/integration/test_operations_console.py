@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.test_job_cli import job
 from tests.integration.test_job_scheduling import Api, job_script, token_for
-from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, start_workers
+from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, finish_empty, start_workers
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD
 
 
@@ -347,3 +347,31 @@ async def test_a_worker_accounts_overview_shows_its_browsers_over_time_the_runs_
     finally:
         for w in wendys:
             await w.close()
+
+
+async def test_the_overview_says_how_far_the_stage_under_way_is(appliance, people, carol):
+    """Input done, the one map running: the Overview says the map's share done, as the run page does,
+    not a share of all the run's tasks (which said 33 % while the map, the work, was at about 0 %)."""
+    release = asyncio.Event()
+
+    async def hold_maps(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map":
+            await release.wait()
+        await finish_empty(worker, task)
+
+    worker = await SimWorker(appliance.url, cookie_of(people["carol"]), on_task=hold_maps).start()
+    try:
+        run = carol.run(carol.job(job_script(workers=1), name="under way"))
+
+        def overview_line() -> str | None:
+            page = people["admin"].get("/ui/overview/live").text
+            found = re.search(rf'<li>[^\n]*?href="/ui/runs/{run["id"]}"[^\n]*?</li>', page)
+            return found and text_of(found.group(0))
+
+        line = await wait_until(lambda: (text := overview_line()) and "stage 1 (map)" in text and text)
+        assert line.strip().endswith("· stage 1 (map): about 0 %"), line
+        release.set()
+        assert (await carol.wait(run["id"], timeout=30))["state"] == "succeeded"
+    finally:
+        release.set()
+        await worker.close()

@@ -29,11 +29,6 @@ class RunView:
         """Per group and stage: tasks done/running/total, emits and bytes."""
         return self._run.execution.progress()
 
-    def percent(self) -> int:
-        rows = self.progress()
-        total = sum(r["total"] for r in rows)
-        return int(100 * sum(r["done"] for r in rows) / total) if total else 0
-
     def stage_attempts(self, group: str, stage: int) -> list:
         return stages.live_attempts(self._run.execution, group, stage)
 
