@@ -4,6 +4,7 @@ cancelling (or, with --detach, leaving) the run it waits for, and list / status 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -151,3 +152,22 @@ async def test_a_run_asking_more_workers_than_are_connected_is_offered_those_con
             await w.close()
     none = await asyncio.to_thread(job, appliance, carol_token, "run", str(script), "--workers", "connected")
     assert none.returncode == 1 and "--workers connected: no eligible worker for each group of the run" in none.stderr
+
+
+async def test_every_runs_log_reads_in_time_order(appliance, carol, carol_client):
+    """Runs that end while the log's background flush is writing: each log still reads queued, started,
+    succeeded in that order (2 runs in 19 once read "succeeded" above "queued")."""
+    workers = await start_workers(appliance.url, cookie_of(carol_client), 6)  # runs end side by side
+    try:
+        job_id = carol.job(job_script(workers=1), name="in order")
+        runs = [carol.run(job_id)["id"] for _ in range(19)]
+        for run_id in runs:
+            assert (await carol.wait(run_id, timeout=60))["state"] == "succeeded"
+        for run_id in runs:
+            lines = [json.loads(line)["text"] for line in carol.http.get(f"/runs/{run_id}/logs").text.splitlines()]
+            events = [text.split(":")[0].split(" on ")[0] for text in lines]
+            kept = [e for e in events if e in ("queued", "started", "succeeded")]
+            assert kept == ["queued", "started", "succeeded"], (run_id, lines)
+    finally:
+        for w in workers:
+            await w.close()
