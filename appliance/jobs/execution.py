@@ -834,9 +834,6 @@ class RunExecution(Stragglers, Agreement):
         tasks = self.groups[group].tasks
         return [o for c in range(self.chunks[stage]) for o in tasks[(stage, rank, c)].outputs]
 
-    def intermediate_outputs(self) -> list[tuple[Task, Output]]:
-        return [(t, o) for t in self.all_tasks() if t.stage != self.last_stage for o in t.outputs]
-
     def progress(self) -> list[dict]:
         """Per group and stage: tasks done/running/total, emits and bytes (the run page's bars)."""
         rows = []

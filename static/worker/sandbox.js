@@ -914,7 +914,7 @@
       throw new TypeError(`the input function must return an array (it returned ${result === null ? 'null' : typeof result})`);
     }
     const items = Array.isArray(result) ? result : Array.from(result);
-    const chunks = task.spec.chunks;
+    const chunks = task.spec.chunks ?? 1;  // left out of the message when 1
     for (let rank = 0; rank < task.spec.workerCount; rank++) {
       const [from, to] = collectives.bounds(items.length, task.spec.workerCount, rank);
       for (let chunk = 0; chunk < chunks; chunk++) {

@@ -327,7 +327,7 @@ export class TaskRunner {
 
   validPartition(task, partition) {
     // The input function writes each rank's piece in `chunks` chunks; the other stages a partition per rank.
-    const count = task.spec.workerCount * (task.spec.kind === 'input' ? task.spec.chunks : 1);
+    const count = task.spec.workerCount * (task.spec.kind === 'input' ? task.spec.chunks ?? 1 : 1);
     return Number.isInteger(partition) && partition >= 0 && partition < count;
   }
 

@@ -139,8 +139,11 @@ def intermediate_blobs(api: httpx.Client, run_id: int, stage: int) -> int:
 
 
 def test_flush_gives_the_same_answer_with_more_blobs(api, workers):
-    flushing = (EXAMPLES / "charcount-flush.js").read_text()
-    plain = flushing.replace("if (++emitted % 10000 === 0) await context.flush();", "")
+    # The example flushes every 10,000 emits; its map's chunks emit fewer each, so here every 1,000.
+    example = (EXAMPLES / "charcount-flush.js").read_text()
+    flushing = example.replace("% 10000 === 0", "% 1000 === 0")
+    assert flushing != example
+    plain = flushing.replace("if (++emitted % 1000 === 0) await context.flush();", "")
     with_flush = save_and_run(api, "flush", flushing)
     without = save_and_run(api, "no-flush", plain)
     a, b = wait(api, with_flush), wait(api, without)
@@ -253,6 +256,15 @@ def test_a_map_closed_after_the_reduces_began_runs_again_and_they_take_its_new_o
         "await new Promise(r => setTimeout(r, 6000));",
         "await new Promise(r => setTimeout(r, context.getRank() ? 6000 : 0));",
     )
+    # One map task per rank, so that rank 1's map is on rank 1's browser.
+    script = script.replace(
+        "execution.addStage(new MapStage(async function map(x) {", "const map = new MapStage(async function map(x) {"
+    )
+    script = script.replace(
+        "}));\nexecution.addStage(new ReduceStage",
+        "});\nmap.chunks = 'rank';\nexecution.addStage(map);\nexecution.addStage(new ReduceStage",
+    )
+    assert "map.chunks = 'rank'" in script
     run_id = save_and_run(api, "streaming-churn", script)
     expected = Counter("".join(f"abc {i}" for i in range(200)))
     deadline = time.monotonic() + 60

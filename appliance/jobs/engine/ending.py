@@ -19,7 +19,7 @@ from appliance.jobs import parameters
 from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement
 from appliance.jobs.engine.shared import Shared
-from appliance.jobs.execution import SHUFFLE_TYPE, Output, Task, TaskEvent, stage_label
+from appliance.jobs.execution import INPUT_STAGE, SHUFFLE_TYPE, Output, TaskEvent, stage_label
 from appliance.jobs.peers import Peers
 from appliance.jobs.tables import Run, RunCheckpoint, RunOutput, RunTask
 from appliance.pmrfs import namenode
@@ -173,9 +173,9 @@ class Ending:
         if not run.spec.save_intermediate_output:
             await self._discard(run, intermediate_only=True)
         elif run.storage is None:
-            for task, outputs in self._intermediates_by_task(run):
-                key = f"run-{run.run_id}/{task.group}/{stage_label(task.stage)}/part-{task.rank:05d}"
-                content, wire = execution.content_type(task.stage), execution.wire_type(task.stage)
+            for group, stage, rank, outputs in self._intermediates_by_rank(run):
+                key = f"run-{run.run_id}/{group}/{stage_label(stage)}/part-{rank:05d}"
+                content, wire = execution.content_type(stage), execution.wire_type(stage)
                 await self._record(run, key, outputs, content, False, wire)
         return rows
 
@@ -186,11 +186,16 @@ class Ending:
             raise RuntimeError(f"{len(missing)} output blob(s) could not be copied from the workers")
 
     @staticmethod
-    def _intermediates_by_task(run: LiveRun) -> list[tuple[Task, list[Output]]]:
-        by_task: dict[str, tuple[Task, list[Output]]] = {}
-        for task, output in run.execution.intermediate_outputs():
-            by_task.setdefault(task.id, (task, []))[1].append(output)
-        return list(by_task.values())
+    def _intermediates_by_rank(run: LiveRun) -> list[tuple[str, int, int, list[Output]]]:
+        """Each rank's output of each stage before the last (its chunks' in chunk order), if any."""
+        execution = run.execution
+        return [
+            (group, stage, rank, outputs)
+            for group in execution.groups
+            for stage in range(INPUT_STAGE, execution.last_stage)
+            for rank in range(1 if stage == INPUT_STAGE else execution.worker_count)
+            if (outputs := execution.rank_outputs(group, stage, rank))
+        ]
 
     async def _record(
         self, run: LiveRun, key: str, outputs: list[Output], content_type: str, pinned: bool, wire_type: str = ""
