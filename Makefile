@@ -57,8 +57,10 @@ $(VENV)/.bench: pyproject.toml | $(VENV)/.installed
 bench: $(VENV)/.installed $(VENV)/.bench test-tools
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
-binary: $(VENV)/.installed
-	PATH="$(CURDIR)/$(BIN):$$PATH" packaging/build.sh
+# dist/peermr/ and its tarball; the build's own venv comes from packaging/requirements.lock (built with
+# the Python of .venv).
+binary: | $(BIN)/python
+	PYTHON=$(BIN)/python packaging/build.sh
 
 # New migration for a domain after changing its tables: make migration APP=accounts
 migration: $(VENV)/.installed
