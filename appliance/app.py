@@ -163,7 +163,6 @@ def subscribe(
     events.subscribe(BlobsDropped, datanodes.blobs_dropped)
     events.subscribe(TransferFinished, meter.transfer_finished)
     events.subscribe(TransferFinished, datanodes.transfer_finished)
-    events.subscribe(TransferFinished, sampler.transfer_finished)
     events.subscribe(TaskMessage, coordinator.task_message)
     events.subscribe(TaskMessage, sampler.task_message)
     events.subscribe(RunEnded, functools.partial(billing_meters.run_ended, tz=meter.tz))  # the appliance's zone

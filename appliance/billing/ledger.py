@@ -37,7 +37,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("cpu_ms", "CPU", "millisecond of task execution", "CPU-hour", 3_600_000),
         Resource("gpu_ms", "GPU", "millisecond of task execution in a GPU run", "GPU-hour", 3_600_000),
         Resource("storage_byte_hours", "PMRFS storage", "byte-hour", "GB-month (10^9 bytes for 730 h)", 730 * 10**9),
-        Resource("p2p_bytes", "Peer-to-peer transfer", "byte", "GB (10^9 bytes)", 10**9),
+        # A byte moved counts at both ends: the run's account pays for what its browsers sent and received.
+        Resource("p2p_bytes", "Peer-to-peer transfer (at each end)", "byte", "GB (10^9 bytes)", 10**9),
         Resource("turn_bytes", "TURN relay", "byte", "GB (10^9 bytes)", 10**9),
     )
 }

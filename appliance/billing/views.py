@@ -24,7 +24,9 @@ from appliance.billing.tables import UsageEntry
 
 # -- quantities -------------------------------------------------------------------------------
 
-_DECIMAL_PREFIXES = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+# Binary units, as every other page, the worker page and the Grafana dashboard show bytes (prices stay
+# quoted per 10^9 bytes: in_price_units says so).
+_BINARY_PREFIXES = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
 def _number(value: float) -> str:
@@ -36,8 +38,8 @@ def _number(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def _decimal_bytes(value: float, suffix: str = "") -> str:
-    for unit, size in _DECIMAL_PREFIXES:
+def _bytes(value: float, suffix: str = "") -> str:
+    for unit, size in _BINARY_PREFIXES:
         if value >= size:
             return f"{_number(value / size)} {unit}{suffix}"
     return f"{_number(value)} B{suffix}"
@@ -55,7 +57,7 @@ def _milliseconds(value: float) -> str:
 
 
 def human_quantity(resource: str, quantity: int | float) -> str:
-    """A ledger quantity as a person reads it: ``3.5 h`` of CPU time, ``1.2 GB`` moved, ``40 GB·h`` stored."""
+    """A ledger quantity as a person reads it: ``3.5 h`` of CPU time, ``1.2 GiB`` moved, ``40 GiB·h`` stored."""
     if quantity == 0:
         return "—"
     sign = "-" if quantity < 0 else ""
@@ -63,8 +65,8 @@ def human_quantity(resource: str, quantity: int | float) -> str:
     if resource in ("cpu_ms", "gpu_ms"):
         return sign + _milliseconds(value)
     if resource == "storage_byte_hours":
-        return sign + _decimal_bytes(value, "·h")
-    return sign + _decimal_bytes(value)
+        return sign + _bytes(value, "·h")
+    return sign + _bytes(value)
 
 
 # The ledger's units, short (statements show the exact quantity beside the human one).

@@ -90,12 +90,17 @@ def fleet_plots(samples: list[dict]) -> list[Plot]:
             [("tasks/s", [s["tasks_done"] / max(s["seconds"], 1) for s in samples])],
             lambda v: f"{v:.1f}" if v < 10 else f"{v:.0f}",
         ),
+        # A rate, like the tasks: the legend's "now" is then what moves now, not one sample's bytes
+        # (which read "0 B" beside the day's total on the card).
         _plot(
             "plot-bytes",
-            "Bytes between browsers",
+            "Bytes between browsers per second",
             samples,
-            [("peer to peer", [s["peer_bytes"] for s in samples]), ("relayed", _relayed(samples))],
-            lambda v: human_bytes(int(v)),
+            [
+                ("peer to peer", [s["peer_bytes"] / max(s["seconds"], 1) for s in samples]),
+                ("relayed", [r / max(s["seconds"], 1) for r, s in zip(_relayed(samples), samples, strict=True)]),
+            ],
+            lambda v: f"{human_bytes(int(v))}/s",
         ),
     ]
     return [p for p in plots if p is not None]

@@ -3,10 +3,11 @@ Overview's plots; and with each sample, an AccountSample row per account with a 
 task done since the sample before (kept ACCOUNT_RETENTION, what a worker account's plots show: one row
 per working account per sample adds up in a large organisation).
 
-Counts that are events (tasks reported done, bytes moved browser to browser) are summed as the events
-arrive (wired in app.subscribe) and written with the next sample; states (workers connected, runs
-running and queued) are read at the moment of the sample; relayed bytes come from TURN's metering rows,
-which are cumulative, so the plot draws their growth between samples.
+Tasks reported done are summed as the events arrive (wired in app.subscribe) and written with the next
+sample; bytes moved browser to browser are the growth of /metrics' own counter (peermr_peer_bytes_total,
+fleet/transfers.py) since the sample before, so the Overview and a scrape count the same bytes; states
+(workers connected, runs running and queued) are read at the moment of the sample; relayed bytes come
+from TURN's metering rows, which are cumulative, so the plot draws their growth between samples.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from appliance.clock import now
-from appliance.events import TaskMessage, TransferFinished
+from appliance.events import TaskMessage
 from appliance.fleet import protocol as p
 from appliance.fleet.registry import Fleet
+from appliance.fleet.transfers import PEER_BYTES
 from appliance.metrics.tables import AccountSample, FleetSample
 from appliance.scheduler import PeriodicJob
 from appliance.turn import metering
@@ -38,7 +40,7 @@ class Sampler:
     run_counts: Callable[[], tuple[int, int]]
     interval: int
     tasks_done: int = 0
-    peer_bytes: int = 0
+    peer_bytes_sampled: int = 0  # peermr_peer_bytes_total at the last sample written
     last_at: dt.datetime | None = None
     tasks_by_account: Counter[int] = field(default_factory=Counter)
 
@@ -47,14 +49,12 @@ class Sampler:
             self.tasks_done += 1
             self.tasks_by_account[event.worker.account_id] += 1
 
-    def transfer_finished(self, event: TransferFinished) -> None:
-        self.peer_bytes += event.transfer.counted_bytes
-
     async def sample(self) -> None:
         at = now()
         workers = list(self.fleet.workers.values())
         running, queued = self.run_counts()
-        tasks, moved, by_account = self.tasks_done, self.peer_bytes, Counter(self.tasks_by_account)
+        total = peer_bytes_total()
+        tasks, moved, by_account = self.tasks_done, total - self.peer_bytes_sampled, Counter(self.tasks_by_account)
         seconds = max(int((at - self.last_at).total_seconds()) if self.last_at else self.interval, 1)
         accounts: dict[int, list[int]] = {account: [0, 0] for account in by_account}
         for w in workers:
@@ -92,7 +92,7 @@ class Sampler:
                 )
         # Only once written: a failed write keeps the counts for the next sample.
         self.tasks_done -= tasks
-        self.peer_bytes -= moved
+        self.peer_bytes_sampled = total
         self.tasks_by_account -= by_account
         self.last_at = at
         await FleetSample.delete().where(FleetSample.at < at - RETENTION)
@@ -100,6 +100,11 @@ class Sampler:
 
     def jobs(self) -> list[PeriodicJob]:
         return [PeriodicJob("metrics.sample", self.sample, "interval", {"seconds": self.interval})]
+
+
+def peer_bytes_total() -> int:
+    """Bytes moved between browsers since the appliance started, every kind, as /metrics counts them."""
+    return int(sum(s.value for metric in PEER_BYTES.collect() for s in metric.samples if s.name.endswith("_total")))
 
 
 async def samples_since(since: dt.datetime) -> list[dict]:

@@ -179,9 +179,9 @@ def test_the_coordinator_sees_usage_chart_estimate_and_invoices(appliance, peopl
     assert rows == {
         "cpu_ms": "2.5 h",
         "gpu_ms": "—",
-        "storage_byte_hours": "1.46 TB·h",
-        "p2p_bytes": "3 GB",
-        "turn_bytes": "1 GB",
+        "storage_byte_hours": "1.33 TiB·h",  # bytes in binary units, as on every page; prices per 10^9 bytes
+        "p2p_bytes": "2.79 GiB",
+        "turn_bytes": "954 MiB",
     }
     # 2.5 h × 0.60 + 2 GB-months × 0.10 + 3 GB × 0.05 + 1 GB × 0.08 = 1.50 + 0.20 + 0.15 + 0.08
     assert re.search(r'id="estimate-total">1\.93 USD<', html)

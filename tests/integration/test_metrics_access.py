@@ -13,8 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from appliance.web.formatting import human_bytes
 from tests.integration.test_job_scheduling import Api, job_script, token_for
 from tests.sim_workers import CAPABILITIES, SimWorker, cookie_of, linked_maps, start_workers
+from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD
 
 # Linux answers on all of 127.0.0.0/8: a client bound to 127.0.0.2 is another source address.
 OTHER_SOURCE = "127.0.0.2"
@@ -194,3 +196,25 @@ def test_the_grafana_dashboard_graphs_metrics_the_appliance_exposes(appliance):
     missing = sorted(n for n in names if re.sub(r"_bucket$", "", n) not in exposed)
     assert not missing, f"the dashboard graphs metrics /metrics does not have: {missing}"
     assert len(names) >= 15
+
+
+async def test_the_overview_and_a_scrape_count_the_same_peer_bytes_in_the_same_unit(appliance_with):
+    """One counter of bytes between browsers: the Overview's card shows what /metrics counts, in the
+    binary units every page uses (it once said 14.1 MiB where a scrape said 14.9 MB and Billing 29.8 MB)."""
+    server = await asyncio.to_thread(appliance_with, metrics_sample_seconds=1)
+    server.add_user("pat@example.com", "coordinator", "pat-password-1")
+    client, admin = server.client(), server.client()
+    client.login("pat@example.com", "pat-password-1")
+    admin.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    api = Api(server, token_for(server, "pat@example.com"))
+    await link_bytes(server, client, api, reports=(3_000_000, 3_000_000))
+    text = scrape(server).text
+    moved = value(text, "peermr_peer_bytes_total", kind="blob") + value(text, "peermr_peer_bytes_total", kind="link")
+    assert moved == 3_000_000
+    card = f"({human_bytes(int(moved))} peer to peer;"  # "(2.9 MiB peer to peer; ..."
+    for _ in range(100):
+        if card in html.unescape(admin.get("/ui/overview/live").text):
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError(f"the Overview never showed {card}")

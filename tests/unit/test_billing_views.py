@@ -22,11 +22,11 @@ TODAY = dt.date(2026, 11, 21)
         ("cpu_ms", 12_500, "12.5 s"),
         ("cpu_ms", 9_000_000, "2.5 h"),
         ("gpu_ms", 252_000, "4.2 min"),
-        ("p2p_bytes", 3 * 10**9, "3 GB"),
-        ("turn_bytes", 1_234_567, "1.23 MB"),
+        ("p2p_bytes", 3 * 10**9, "2.79 GiB"),
+        ("turn_bytes", 1_234_567, "1.18 MiB"),
         ("turn_bytes", 999, "999 B"),
-        ("storage_byte_hours", 1_460 * 10**9, "1.46 TB·h"),
-        ("p2p_bytes", -2 * 10**9, "-2 GB"),
+        ("storage_byte_hours", 1_460 * 10**9, "1.33 TiB·h"),
+        ("p2p_bytes", -2 * 10**9, "-1.86 GiB"),
     ],
 )
 def test_quantities_in_human_units(resource, quantity, shown):
@@ -83,7 +83,7 @@ def test_the_chart_has_a_band_per_resource_and_a_bar_per_day_with_usage():
     assert big.height == pytest.approx(views.BAND_HEIGHT) and small.height == pytest.approx(views.BAND_HEIGHT / 4)
     assert all(bar.y + bar.height == pytest.approx(cpu.baseline) for bar in cpu.bars)
     assert small.x < big.x < p2p.bars[0].x < chart.width
-    assert cpu.peak == "4 s" and cpu.total == "5 s" and gpu.peak == "" and p2p.peak == "5 GB"
+    assert cpu.peak == "4 s" and cpu.total == "5 s" and gpu.peak == "" and p2p.peak == "4.66 GiB"
     assert "2026-11-02: 4 s of CPU" in big.title
     assert chart.bar_count == 3 and not chart.empty
     assert chart.today_x == pytest.approx(21 * views.CHART_WIDTH / 30)

@@ -36,8 +36,9 @@ def test_each_plot_spans_the_box_and_names_its_latest_values():
     assert connected[0][0] == 0 and connected[-1][0] == WIDTH
     assert min(y for _, y in connected) == 2 and max(y for _, y in connected) == HEIGHT - 2
     assert tasks.lines[0].last == "1.0" and tasks.top == "2.0"  # 60 and 120 tasks a minute
-    # Relayed bytes are the growth of TURN's cumulative count between samples (the first has none).
-    assert [line.last for line in traffic.lines] == ["0 B", "0 B"] and traffic.top == "2.0 KiB"
+    # Bytes per second of each sample's minute; relayed bytes are the growth of TURN's cumulative count
+    # between samples (the first has none).
+    assert [line.last for line in traffic.lines] == ["0 B/s", "0 B/s"] and traffic.top == "34 B/s"
     assert fleet.summary == "Workers connected over the last 2 min: now connected 3, busy 0; at most 4"
     assert totals(samples) == {"tasks": 180, "peer_bytes": 2048, "relayed_bytes": 1024}
 
