@@ -64,6 +64,18 @@ class DevToolsPipe:
                     raise DevToolsError(f"{method}: {answer['error'].get('message', answer['error'])}")
                 return answer.get("result", {})
 
+    def drain(self) -> None:
+        """Read and drop whatever the browser sent unasked (events), so that the pipe never fills and
+        stalls it; called while the runner only watches its browsers."""
+        while select.select([self._answers], [], [], 0)[0]:
+            try:
+                chunk = os.read(self._answers, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self._buffer = (self._buffer + chunk).rpartition(b"\0")[2]
+
     def _read(self, deadline: float, method: str) -> dict:
         while b"\0" not in self._buffer:
             left = deadline - time.monotonic()

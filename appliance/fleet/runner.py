@@ -33,6 +33,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from appliance import __version__
 from appliance.errors import ServiceError
 from appliance.fleet.devtools import DevToolsError, DevToolsPipe
 
@@ -103,7 +104,9 @@ def worker_cookies(server: str, token: str) -> list[dict]:
     /worker/start gets from POST /worker/session. Refused with why, as the worker page would be:
     the account must still change its one-time password, for one."""
     try:
-        with httpx.Client(base_url=server, timeout=15) as client:
+        # The sessions page and the sign-in log show who made the session.
+        agent = {"user-agent": f"peermr-worker/{__version__}"}
+        with httpx.Client(base_url=server, timeout=15, headers=agent) as client:
             csrf = CSRF_RE.search(client.get("/worker/start").text)
             response = client.post(
                 "/worker/session", json={"token": token}, headers={"x-csrftoken": csrf.group(1) if csrf else ""}
@@ -262,6 +265,8 @@ class Runner:
             time.sleep(0.5)
             now = time.monotonic()
             for worker in self.workers:
+                if worker.process and worker.pipe:
+                    worker.pipe.drain()
                 if worker.process and worker.process.poll() is not None:
                     code = worker.process.returncode
                     # A browser that ran for a while and then died is restarted at once; one that keeps dying waits.
