@@ -117,8 +117,9 @@ class Fleet:
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if match := re.search(r"[#&]worker=([0-9a-f]+)", command):
-                found[match.group(1)] = pid
+            # The runner keeps each browser's worker id in its profile (fleet/runner.py).
+            if match := re.search(r"--user-data-dir=([^\0]+)", command):
+                found[(Path(match.group(1)) / "peermr-worker-id").read_text().strip()] = pid
         return found
 
     def tree(self, worker: str) -> list[int]:
@@ -405,10 +406,12 @@ def measure(bench: Bench, n: int, case: str, runs: list[dict], missed: Counter, 
 
 
 def start_workers(appliance: Appliance, token: str, directory: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "appliance", "worker", "--server", appliance.url, "--token", token]
+    # Given over to the bench: its load is the work, the browsers must not pause for it.
+    command = [sys.executable, "-m", "appliance", "worker", "--server", appliance.url, "--ignore-busy"]
     command += ["--count", str(BROWSERS), "--data-dir", str(directory)]
     with open(directory.parent / "runner.log", "ab") as log:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        env = {**os.environ, "PEERMR_TOKEN": token}
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def main() -> None:
