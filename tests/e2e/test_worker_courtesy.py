@@ -218,6 +218,7 @@ def test_a_dedicated_machine_keeps_working_when_busy(tabs, api, admin):
         for tab in tabs:
             tab.page.reload()  # a page takes the courtesy rules when it loads
             expect(tab.page.locator("#connection")).to_have_text("connected")
+            expect(tab.page.locator("#worker")).not_to_contain_text("when the computer is busy")
             tab.pressure("critical")
         assert finished(api, run(api))["state"] == "succeeded"
         assert laptop.tasks() + desktop.tasks() == 3  # counted since the reload
