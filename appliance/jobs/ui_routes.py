@@ -224,22 +224,14 @@ async def delete_job(request: Request, job_id: FromPath[int]) -> Response:
 
 
 @get(f"{JOBS}/{{job_id:int}}/run", opt=access(COORDINATOR), include_in_schema=False)
-async def run_form_page(
-    request: Request,
-    job_id: FromPath[int],
-    worker_count: FromQuery[str] = "",
-    group_count: FromQuery[str] = "",
-    private_mode: FromQuery[str] = "",
-    gpu: FromQuery[str] = "",
-    save_intermediate_output: FromQuery[str] = "",
-    seed: FromQuery[str] = "",
-) -> Template:
+async def run_form_page(request: Request, job_id: FromPath[int]) -> Template:
     """The run dialog as a page of its own (the editor opens it as a <dialog> when scripts run); with
     settings in the query (its "use the N connected" button), those instead of the script's."""
     job = await _job(request, job_id)
     fleet = coordinator_of(request).read.fleet_counts(request.user.user_id)
-    typed = RunForm(worker_count, group_count, private_mode, gpu, save_intermediate_output, seed)
-    run_form = typed if worker_count else _run_form_of(job.spec)
+    query = request.query_params
+    typed = RunForm(**{name: query.get(name, "") for name in RunForm.__struct_fields__})
+    run_form = typed if typed.worker_count else _run_form_of(job.spec)
     return page(request, "jobs/run.html", job=job, run_form=run_form, run_error=None, fleet=fleet)
 
 
