@@ -33,10 +33,3 @@ def paused_note(workers: Iterable[Worker]) -> str:
         how_many = f"{paused} of them paused"
     why = "; ".join(reason if n == paused else f"{n}: {reason}" for reason, n in reasons.most_common())
     return f"{how_many}: {why}"
-
-
-def connected_text(workers: Iterable[Worker]) -> str:
-    """ "2 connected, both paused: this computer is busy (critical CPU pressure)", "3 connected"."""
-    workers = list(workers)
-    note = paused_note(workers)
-    return f"{len(workers)} connected" + (f", {note}" if note else "")
