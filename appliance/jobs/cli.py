@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from appliance.api_client import Api
@@ -27,6 +28,9 @@ from appliance.commands import CommandError, add_token_flags
 
 # --workers connected: as many workers per group as are connected and eligible now.
 CONNECTED = "connected"
+# --workers connected while none is connected: how long to wait for some, and for their number to settle.
+JOIN_WAIT_SECONDS = 60
+SETTLE_SECONDS = 3
 POLL_SECONDS = 0.5
 LOG_POLL_SECONDS = 1.0
 BAR_WIDTH = 30
@@ -132,6 +136,8 @@ def cmd_run(args: argparse.Namespace) -> None:
             overrides["privateMode"] = True
         # What the run will find, before it is queued (the scheduler's eligibility: private mode, GPU).
         found = api.request("POST", f"/jobs/{job_id}/capacity", json=overrides).json()
+        if args.workers == CONNECTED and not found["eligiblePerGroup"]:
+            found = _workers_joining(lambda: api.request("POST", f"/jobs/{job_id}/capacity", json=overrides).json())
         print(f"workers: {found['summary']}", file=sys.stderr)
         if found["eligible"] < found["asks"] and (count := _use_connected(found, args.workers)):
             overrides["workerCount"] = count
@@ -153,6 +159,22 @@ def cmd_run(args: argparse.Namespace) -> None:
             _download(api, run, Path(args.output))
     finally:
         api.close()
+
+
+def _workers_joining(capacity: Callable[[], dict]) -> dict:
+    """--workers connected with none connected yet, as right after `peermr worker &`: what the run will
+    find once some have joined and their number held for SETTLE_SECONDS (within JOIN_WAIT_SECONDS)."""
+    print("waiting for workers to join...", file=sys.stderr)
+    deadline = time.monotonic() + JOIN_WAIT_SECONDS
+    found, since = capacity(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        now, count = capacity(), found["eligiblePerGroup"]
+        if now["eligiblePerGroup"] != count:
+            found, since = now, time.monotonic()
+        elif count and time.monotonic() - since >= SETTLE_SECONDS:
+            break
+    return found
 
 
 def _use_connected(found: dict, workers: int | str | None) -> int | None:

@@ -150,8 +150,19 @@ async def test_a_run_asking_more_workers_than_are_connected_is_offered_those_con
     finally:
         for w in workers:
             await w.close()
-    none = await asyncio.to_thread(job, appliance, carol_token, "run", str(script), "--workers", "connected")
-    assert none.returncode == 1 and "--workers connected: no eligible worker for each group of the run" in none.stderr
+    # None connected yet, as right after `peermr worker &`: it waits for the workers to join, then uses them.
+    command = ["run", str(script), "--workers", "connected", "--wait"]
+    later = asyncio.create_task(asyncio.to_thread(job, appliance, carol_token, *command))
+    await asyncio.sleep(2)
+    joined = await start_workers(appliance.url, cookie_of(carol_client), 1)
+    try:
+        ran = await later
+        assert ran.returncode == 0, ran.stderr
+        assert "waiting for workers to join..." in ran.stderr
+        assert "using the 1 connected worker(s) per group" in ran.stderr
+    finally:
+        for w in joined:
+            await w.close()
 
 
 async def test_every_runs_log_reads_in_time_order(appliance, carol, carol_client):
