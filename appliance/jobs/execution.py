@@ -118,6 +118,11 @@ class Task(Try):
     primary = None  # a task races no one: Attempt.primary names the task an extra attempt races
     is_backup = False
 
+    @property
+    def empty(self) -> bool:
+        """A chunk after its rank's first that got no input: done without running (progress leaves it out)."""
+        return bool(self.chunk) and self.state == "done" and not self.worker_id
+
 
 @dataclass(eq=False)
 class Attempt(Try):
@@ -429,22 +434,22 @@ class RunExecution(Stragglers, Agreement):
         found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         taken: set[Task] = set()
-        free: list[str] = []
+        free: dict[str, Group] = {}  # a free worker with nothing of its own -> its group
         for group in self.groups.values():
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied:
                     continue
                 task = next((t for t in group.waiting_now(rank) if self._startable(group, t)), None)
                 if task is None:
-                    free.append(worker)
+                    free.setdefault(worker, group)
                     continue
                 found.append((task, worker))
                 taken.add(task)
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
         if self.talking:
             return found  # each rank's tasks run on its own worker, which its peers message
-        for worker in sorted(dict.fromkeys(w for w in free if w not in occupied), key=faster, reverse=True):
-            task = self._to_take(taken)
+        for worker in sorted((w for w in free if w not in occupied), key=faster, reverse=True):
+            task = self._to_take(free[worker], taken)
             if task is None:
                 break
             found.append((task, worker))
@@ -452,18 +457,17 @@ class RunExecution(Stragglers, Agreement):
             occupied.add(worker)
         return found
 
-    def _to_take(self, taken: set[Task]) -> Task | None:
-        """What a free worker with nothing of its own takes (every free rank worker took its own next
-        task already): the last waiting chunk of the rank with the most chunks waiting (its worker
-        goes on from the front), or the next task of a rank whose worker is busy. Only tasks whose
-        inputs are all done: a streaming reduce starts on its own rank's worker, where the shuffle
-        sends its input."""
+    def _to_take(self, group: Group, taken: set[Task]) -> Task | None:
+        """What a free worker with nothing of its own takes in its group (every free rank worker took
+        its own next task already): the last waiting chunk of the rank with the most chunks waiting
+        (its worker goes on from the front), or the next task of a rank whose worker is busy. Only
+        tasks whose inputs are all done: a streaming reduce starts on its own rank's worker, where
+        the shuffle sends its input."""
         best: tuple[int, Task] | None = None
-        for group in self.groups.values():
-            for rank in range(self.worker_count):
-                waiting = [t for t in group.waiting_now(rank) if t not in taken and self._inputs_complete(group, t)]
-                if waiting and (best is None or len(waiting) > best[0]):
-                    best = (len(waiting), waiting[-1])
+        for rank in range(self.worker_count):
+            waiting = [t for t in group.waiting_now(rank) if t not in taken and self._inputs_complete(group, t)]
+            if waiting and (best is None or len(waiting) > best[0]):
+                best = (len(waiting), waiting[-1])
         return best[1] if best else None
 
     def _startable(self, group: Group, task: Task) -> bool:
@@ -854,6 +858,8 @@ class RunExecution(Stragglers, Agreement):
                 for stage in range(INPUT_STAGE, self.last_stage + 1)
             }
             for (stage, _, _), task in group.tasks.items():
+                if task.empty:
+                    continue
                 row = per_stage[stage]
                 row["total"] += 1
                 row["done"] += task.state == "done"

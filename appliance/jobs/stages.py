@@ -167,7 +167,7 @@ def live_places(execution, group: str, stage: int) -> list[tuple[int, int]]:
     return sorted(
         (rank, chunk)
         for (s, rank, chunk), task in execution.groups[group].tasks.items()
-        if s == stage and not (task.state == "done" and task.worker_id is None and chunk)
+        if s == stage and not task.empty
     )
 
 

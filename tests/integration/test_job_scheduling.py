@@ -20,15 +20,20 @@ const execution = new JobExecution(storageType = 'pmrfs');
 execution.workerCount = %(workers)d;
 execution.groupCount = %(groups)d;
 execution.setInputFn(async function input() { return []; });
-execution.addStage(new MapStage(async function map(x) { await context.onComplete(); }));
+const map = new MapStage(async function map(x) { await context.onComplete(); });
+map.chunks = '%(chunks)s';
+execution.addStage(map);
 execution.addStage(new ReduceStage(async function reduce(kv) { await context.onComplete(); }));
 execution.start(jobRunner);
 """
 
 
-def job_script(workers: int = 2, groups: int = 1, **extra) -> str:
+def job_script(workers: int = 2, groups: int = 1, chunks: str = "rank", **extra) -> str:
+    """A job that does nothing, with ``extra`` execution fields. One map task per rank unless ``chunks``
+    is "auto": the simulated pages write the input's pieces a rank each."""
     lines = "".join(f"execution.{k} = {v};\n" for k, v in extra.items())
-    return (NOOP_JOB % {"workers": workers, "groups": groups}).replace("execution.start", lines + "execution.start")
+    script = NOOP_JOB % {"workers": workers, "groups": groups, "chunks": chunks}
+    return script.replace("execution.start", lines + "execution.start")
 
 
 class Api:
@@ -371,7 +376,7 @@ async def test_stage_timeout_fails_the_run_with_that_reason(appliance, people, c
     workers = [
         await SimWorker(appliance.url, cookie_of(people["carol"]), on_task=slow_reduce).start() for _ in range(2)
     ]
-    script = NOOP_JOB % {"workers": 2, "groups": 1}
+    script = job_script(workers=2)
     script = script.replace(
         "execution.addStage(new ReduceStage(async function reduce(kv) { await context.onComplete(); }));",
         "const r = new ReduceStage(async function reduce(kv) { await context.onComplete(); });\n"

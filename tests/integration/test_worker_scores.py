@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.integration.test_job_scheduling import NOOP_JOB, job_script
+from tests.integration.test_job_scheduling import job_script
 from tests.sim_workers import SimWorker, cookie_of, start_workers
 
 WORKER_EMAIL = "wendy@example.com"
@@ -208,7 +208,7 @@ async def test_runs_ended_by_the_job_lower_no_one(appliance, carol, wendy):
             await worker.send({"type": "task-done", "taskId": task["taskId"], "outputs": []})
 
     workers = [await SimWorker(appliance.url, cookie, on_task=never_reduce).start() for _ in range(2)]
-    script = (NOOP_JOB % {"workers": 2, "groups": 1}).replace(
+    script = job_script(workers=2).replace(
         "execution.addStage(new ReduceStage(async function reduce(kv) { await context.onComplete(); }));",
         "const r = new ReduceStage(async function reduce(kv) { await context.onComplete(); });\n"
         "r.timeout = 2;\nexecution.addStage(r);",
