@@ -150,15 +150,16 @@ def session_processes(sid: int) -> list[Process]:
 
 
 def left_running(sid: int, timeout: float = 10) -> list[Process]:
+    """The session's processes still there after up to ``timeout`` seconds of waiting for them to end."""
     deadline = time.monotonic() + timeout
     while (found := session_processes(sid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return found
 
 
-def bare(tmpdir: Path, *command: str | Path, **variables: str) -> list[str]:
-    """``command`` under `env -i`: no environment but TMPDIR and the variables given."""
-    return ["env", "-i", f"TMPDIR={tmpdir}", *(f"{k}={v}" for k, v in variables.items()), *map(str, command)]
+def bare(tmpdir: Path, *command: str | Path) -> list[str]:
+    """``command`` under `env -i`: no environment but TMPDIR."""
+    return ["env", "-i", f"TMPDIR={tmpdir}", *map(str, command)]
 
 
 def wait_until_healthy(proc: subprocess.Popen, url: str, logs: list[Path]) -> None:
@@ -387,6 +388,8 @@ def test_a_job_runs_on_two_browsers_of_peermr_worker(binary, server, tmp_path):
         assert ran.returncode == 0, ran.stdout + ran.stderr
         counted = dict(json.loads(line) for line in output.read_text().splitlines())
         assert counted == Counter(word for line in lines for word in line.split(" ") if word)
+        # The appliance's WebRTC peer (aiortc, without PyAV) opened its probe's data channel to each browser.
+        assert len(re.findall(r"worker \w+: direct", server.stderr())) >= 2, server.stderr()
     finally:
         worker.send_signal(signal.SIGTERM)
         try:
