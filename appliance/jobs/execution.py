@@ -176,6 +176,7 @@ class AttemptRecord:
     cpu_ms: int
     error: str = ""
     chunk: int = 0
+    ticks: int = 0  # its context.progress() calls
 
     @property
     def state(self) -> str:
@@ -698,6 +699,7 @@ class RunExecution(Stragglers, Agreement):
                 task.cpu_ms,
                 error,
                 task.chunk,
+                task.ticks,
             )
         )
 

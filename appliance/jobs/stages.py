@@ -69,6 +69,7 @@ class Typical:
     seconds: float
     records: float
     run_id: int | None = None  # the earlier run it comes from; None: the stage's own finished tasks
+    ticks: float = 0.0  # its context.progress() calls (0: the stage's tasks make none)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class _Attempt:
     records: int
     bytes: int
     error: str = ""
+    ticks: int = 0  # context.progress() calls (live runs only: task rows do not keep them)
 
 
 def kind_of(spec: JobSpec, stage: int) -> str:
@@ -140,7 +142,9 @@ def kind_of(spec: JobSpec, stage: int) -> str:
 def live_attempts(execution, group: str, stage: int) -> list[_Attempt]:
     """The stage's attempts in a running run (monotonic seconds)."""
     attempts = [
-        _Attempt(a.rank, a.chunk, a.attempt, a.worker_id, a.state, a.started, a.finished, a.emits, a.bytes, a.error)
+        _Attempt(
+            a.rank, a.chunk, a.attempt, a.worker_id, a.state, a.started, a.finished, a.emits, a.bytes, a.error, a.ticks
+        )
         for a in execution.history
         if a.group == group and a.stage == stage
     ]
@@ -157,6 +161,7 @@ def live_attempts(execution, group: str, stage: int) -> list[_Attempt]:
                     None,
                     task.emits,
                     task.bytes,
+                    ticks=task.ticks,
                 )
             )
     return attempts
@@ -274,7 +279,8 @@ def build(
     ended = len(done) == size
     last = max((a.end for a in done.values()), default=now) if ended else now
     elapsed = max(0.0, last - min(starts)) if starts else 0.0
-    typical = Typical(spreads["duration"].median, spreads["records"].median) if done else expected
+    ticks = statistics.median(a.ticks for a in done.values()) if done else 0.0
+    typical = Typical(spreads["duration"].median, spreads["records"].median, ticks=ticks) if done else expected
     shares = _shares(running, typical, now) if typical is not None else {}
     fraction = (len(done) + sum(shares.values())) / size if size else 0.0
     eta = None
@@ -315,13 +321,17 @@ def _browsers(done) -> list[Browser]:
 
 
 def _shares(running: list[_Attempt], typical: Typical, now: float) -> dict[tuple[int, int], float]:
-    """(rank, chunk) -> the share done of its running task, by its records (or time) against the typical task's."""
+    """(rank, chunk) -> the share done of its running task against the typical task's: by its
+    context.progress() calls when the stage's tasks make them (a task that calls it as it goes says
+    how far it is, whatever it emits), else by its records, else by its running time."""
     shares: dict[tuple[int, int], float] = {}
     for a in running:
         place = (a.rank, a.chunk)
         if place in shares:  # a backup attempt of the same task counts once
             continue
-        if typical.records > 0 and a.records:
+        if typical.ticks > 0 and a.ticks:
+            shares[place] = min(a.ticks / typical.ticks, RUNNING_SHARE_CAP)
+        elif typical.records > 0 and a.records:
             shares[place] = min(a.records / typical.records, RUNNING_SHARE_CAP)
         elif typical.seconds > 0:
             shares[place] = min((now - a.start) / typical.seconds, RUNNING_SHARE_CAP)
@@ -384,6 +394,7 @@ def estimates(
                         end,
                         task.emits,
                         task.bytes,
+                        ticks=task.ticks,
                     )
                 )
         for stage, attempts in by_stage.items():

@@ -4,6 +4,8 @@ and the estimate of the share done with and without progress reports, and before
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from appliance.jobs.priors import Prior
@@ -91,3 +93,14 @@ def test_retried_tasks_show_every_attempt_and_waiting_ranks_show_too():
     ]
     lines, page, pages = page_of(stage.lines, "duration", True, 9)
     assert (page, pages) == (1, 1) and lines[0].state == "done"  # page clamped; the longest first
+
+
+def test_a_task_that_calls_progress_is_counted_by_its_calls_against_a_finished_tasks():
+    # The finished tasks called context.progress() 10 times each; the running one 5 times so far and
+    # emitted nothing yet (it emits at its end): it is half done, whatever its records say.
+    done = [replace(attempt(r, 0, 4, records=100), ticks=10) for r in (0, 1)]
+    running = replace(attempt(2, 0, None), ticks=5)
+    stage = build("A", 0, "map", ranks(3), [*done, running], now=1.0)
+    assert stage.fraction == pytest.approx((2 + 0.5) / 3)
+    silent = build("A", 0, "map", ranks(3), [*done, attempt(2, 0, None)], now=1.0)
+    assert silent.fraction == pytest.approx((2 + 0.25) / 3)  # by its running time: 1 s of a typical 4 s
