@@ -1,9 +1,10 @@
 """The built binary as a user meets it: its size, how long `peermr version` takes, how long `serve` takes
 to answer /healthz on a fresh data dir, and its resident memory once idle.
 
-Measures `make binary`'s output (the unpacked dist/peermr/peermr and the tarball next to it), or any
-`peermr` executable given as an argument, e.g. an older one-file build. The resident set is summed
-over the process and its children (a one-file build runs the server in a child of its launcher).
+Measures `make binary`'s output (the unpacked dist/peermr/peermr and the tarball next to it; built
+first when missing), or any `peermr` executable given as an argument, e.g. an older one-file build.
+The resident set is summed over the process and its children (a one-file build runs the server in a
+child of its launcher).
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs of `peermr version` and of `serve`")
     args = parser.parse_args()
     binary = args.binary.resolve()
+    if binary == DEFAULT and not binary.is_file():  # make bench runs every script: build what it measures
+        subprocess.run([str(ROOT / "packaging" / "build.sh")], check=True, env={**os.environ, "PYTHON": sys.executable})
     if not binary.is_file():
-        raise SystemExit(f"{binary} not found: run make binary")
+        raise SystemExit(f"{binary} not found")
     print(f"{binary}: {', '.join(sizes(binary))}")
     version = version_seconds(binary, args.runs)
     print(f"peermr version: median {statistics.median(version):.3f} s, max {max(version):.3f} s")
