@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from appliance.fleet.registry import Worker
@@ -66,8 +67,9 @@ POWER_ORDER = {"plugged": 0, "unknown": 1, "battery": 2}
 PRESSURE_ORDER = {"nominal": 0, "unknown": 1, "fair": 1, "serious": 2, "critical": 3}
 
 
-def ranked(workers: list[Worker]) -> list[Worker]:
-    """Plugged-in and unpressured devices first; then the highest score, visible tabs (hidden ones are
+def ranked(workers: list[Worker], speed: Callable[[str], float] | None = None) -> list[Worker]:
+    """Plugged-in and unpressured devices first; then the highest score, the fastest (``speed``: a
+    browser's speed estimate from its finished tasks, engine/speeds.py), visible tabs (hidden ones are
     throttled), more capacity (the tab's share of its cores), longest connected."""
 
     def key(w: Worker):
@@ -76,6 +78,7 @@ def ranked(workers: list[Worker]) -> list[Worker]:
             POWER_ORDER[caps.power],
             PRESSURE_ORDER[caps.pressure],
             -w.score,
+            -speed(w.worker_id) if speed else 0.0,
             caps.visibility != "visible",
             -(caps.capacity or caps.cores),
             w.connected_at,

@@ -62,3 +62,11 @@ def test_capacity_not_raw_cores_breaks_ties():
         worker("no-capacity-said", cores=3, connected_at=0.0),
     ]
     assert names(workers) == ["fewer-cores-larger-share", "no-capacity-said", "many-cores-small-share"]
+
+
+def test_among_equally_reliable_browsers_the_fastest_by_its_finished_tasks_first():
+    workers = [worker("typical", connected_at=1.0), worker("slow"), worker("fast", connected_at=2.0)]
+    speeds = {"slow": 0.3, "fast": 2.5}
+    ranked = selection.ranked(workers, lambda worker_id: speeds.get(worker_id, 1.0))
+    assert [w.worker_id for w in ranked] == ["fast", "typical", "slow"]
+    assert names(workers) == ["slow", "typical", "fast"]  # without estimates: longest connected first

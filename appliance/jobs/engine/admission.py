@@ -94,7 +94,7 @@ class Admission:
             if share < 1 and waiting - {queued.owner_id} and held[queued.owner_id] + need > limit:
                 reason = selection.fair_share_reason(held[queued.owner_id], limit, share, need)
             elif len(free) >= need:
-                chosen = selection.ranked(free)[:need]
+                chosen = selection.ranked(free, self.shared.speeds.of)[:need]
                 self.queue.remove(queued)
                 idle = [w for w in idle if all(w is not c for c in chosen)]
                 held[queued.owner_id] += need

@@ -93,7 +93,7 @@ class Placement:
             and w.worker_id not in run.seats.excluded
             and self.shared.eligible(w, run.spec, run.owner_id)
         ]
-        return selection.ranked(candidates)[0] if candidates else None
+        return selection.ranked(candidates, self.shared.speeds.of)[0] if candidates else None
 
     def fill_vacancies(self, run: LiveRun) -> None:
         """A vacant rank goes to an idle eligible worker; with none, in a run whose ranks do not talk, to
@@ -267,7 +267,7 @@ class Placement:
             and self.shared.eligible(w, run.spec, run.owner_id)
         ]
         return min(
-            selection.ranked(candidates),
+            selection.ranked(candidates, self.shared.speeds.of),
             key=lambda w: (w.account_id in other_accounts, w.run_id is not None),
             default=None,
         )
