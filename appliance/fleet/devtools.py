@@ -55,7 +55,10 @@ class DevToolsPipe:
         message = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
             message["sessionId"] = session
-        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        try:
+            os.write(self._commands, json.dumps(message).encode() + b"\0")
+        except BrokenPipeError:  # not peermr's own stdout, which the CLI takes a broken pipe for
+            raise DevToolsError(f"the browser exited before it took {method}") from None
         deadline = time.monotonic() + timeout
         while True:
             answer = self._read(deadline, method)

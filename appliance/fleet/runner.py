@@ -208,6 +208,10 @@ class Runner:
         return [self.chromium, *flags, f"--user-data-dir={worker.profile}", "about:blank"]
 
     def _start(self, worker: Worker) -> None:
+        self._open(worker, self._launch(worker))
+
+    def _launch(self, worker: Worker) -> list[dict]:
+        """Start the browser; the worker session's cookies it is to be given."""
         cookies = worker_cookies(self.server, self.token)
         worker.pipe = DevToolsPipe()
         # close_fds=False: the pipe's ends must stay at fds 3 and 4 (our own fds are not inheritable).
@@ -223,6 +227,9 @@ class Runner:
         worker.pipe.started()
         worker.started_at = time.monotonic()
         print(f"worker {worker.index}: started (pid {worker.process.pid}, id {worker.worker_id})", flush=True)
+        return cookies
+
+    def _open(self, worker: Worker, cookies: list[dict]) -> None:
         try:
             worker.session = open_worker_page(worker.pipe, self.server, worker.worker_id, cookies)
         except DevToolsError as exc:
@@ -253,8 +260,10 @@ class Runner:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: setattr(self, "stopping", True))
         try:
-            for worker in self.workers:
-                self._start(worker)
+            # All browsers start before any page opens: they start side by side and join close together.
+            cookies = [self._launch(worker) for worker in self.workers]
+            for worker, given in zip(self.workers, cookies, strict=True):
+                self._open(worker, given)
             self._wait_until_joined()
             self._keep_running()
         finally:

@@ -30,7 +30,7 @@ from appliance.commands import CommandError, add_token_flags
 CONNECTED = "connected"
 # --workers connected while none is connected: how long to wait for some, and for their number to settle.
 JOIN_WAIT_SECONDS = 60
-SETTLE_SECONDS = 3
+SETTLE_SECONDS = 5
 POLL_SECONDS = 0.5
 LOG_POLL_SECONDS = 1.0
 BAR_WIDTH = 30
