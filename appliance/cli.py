@@ -70,7 +70,8 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     settings = command_settings(args)
     db.configure(settings)
     applied = asyncio.run(db.migrate())
-    print(f"Applied {len(applied)} migration(s)." if applied else "The database is up to date.")
+    where = _store_name(settings)
+    print(f"Applied {len(applied)} migration(s) to {where}." if applied else f"{where}: the database is up to date.")
 
 
 def cmd_user_add(args: argparse.Namespace) -> None:
@@ -86,7 +87,7 @@ def cmd_user_add(args: argparse.Namespace) -> None:
         password = getpass.getpass("Password (empty to generate one): ") or None
     _prepare_database(settings)
     account, generated = asyncio.run(users.create_user(args.email, args.role, password))
-    print(f"Created {account.role} {account.email}.")
+    print(f"Created {account.role} {account.email} in {_store_name(settings)}.")
     if generated:
         print(f"One-time password: {generated}  (to be changed at first sign-in)")
 
@@ -108,7 +109,10 @@ def cmd_token_create(args: argparse.Namespace) -> None:
         _, token = await api_tokens.create(account.id, args.name)
         return token
 
-    print(asyncio.run(create()))
+    token = asyncio.run(create())
+    # The token alone on stdout (for $(...)); where it was made, for the person, on stderr.
+    print(f"API token for {args.email} in {_store_name(settings)}:", file=sys.stderr)
+    print(token)
 
 
 def cmd_worker(args: argparse.Namespace) -> None:

@@ -30,6 +30,7 @@ def test_migrate_creates_the_store_and_is_idempotent(tmp_path):
 
 def test_user_add_and_token_create(tmp_path):
     data = str(tmp_path / "data")
+    where = "the PostgreSQL database" if running_on_postgres() else data  # where commands say they looked
     assert run_cli("migrate", "--data-dir", data).returncode == 0
     added = run_cli(
         "user",
@@ -84,9 +85,12 @@ def test_user_add_and_token_create(tmp_path):
 
     token = run_cli("token", "create", "ada@example.com", "--data-dir", data)
     assert token.returncode == 0 and token.stdout.strip().startswith("pmr_")
+    # Where the account and token were found is said, beside the token itself alone on stdout.
+    assert len(token.stdout.split()) == 1 and f"API token for ada@example.com in {where}:" in token.stderr
+    assert f"Created coordinator ada@example.com in {where}." in added.stdout
 
     missing = run_cli("token", "create", "nobody@example.com", "--data-dir", data)
-    assert missing.returncode == 1 and f"no active account nobody@example.com in {tmp_path / 'data'}" in missing.stderr
+    assert missing.returncode == 1 and f"no active account nobody@example.com in {where}" in missing.stderr
 
 
 def test_admin_commands_refuse_a_data_dir_that_does_not_exist(tmp_path):
