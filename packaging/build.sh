@@ -5,9 +5,9 @@
 #
 # Run from anywhere, normally through `make binary`. The build environment is a venv of its own,
 # build/binary-venv, installed from packaging/requirements.lock (hashes checked, no test extras) with
-# the Python that runs this script (PYTHON, default: python on the PATH), and made again when the lock
-# changes. SOURCE_DATE_EPOCH (default: the last commit's time) dates every file, so a build of the same
-# commit with the same Python gives the same tarball.
+# the interpreter of PYTHON (default: python on the PATH; a venv's base, without its packages), and made
+# again when the lock changes. SOURCE_DATE_EPOCH (default: the last commit's time) dates every file, so
+# a build of the same commit with the same Python gives the same tarball, wherever it is checked out.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
