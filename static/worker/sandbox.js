@@ -887,7 +887,8 @@
         try {
           await into(groups, pieces, spec.inputContentType);
         } catch (e) {
-          throw new Error(`the output of map task ${producer} of the stage before: ${e.message}`);
+          const what = count === spec.workerCount ? 'rank' : 'map task';  // a map split into chunks: a task
+          throw new Error(`the output of ${what} ${producer} of the stage before: ${e.message}`);
         }
         parts[producer] = groups;
         for (; next < count && parts[next]; next++) {

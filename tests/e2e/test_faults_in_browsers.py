@@ -92,6 +92,7 @@ const map = new MapStage(async function map(x) {
   await context.onComplete();
 });
 map.timeout = 300;
+map.chunks = 'rank';  // each fault lands in one rank's one sleeping task
 execution.addStage(map);
 
 const reduce = new ReduceStage(async function reduce(keyToValues) {
