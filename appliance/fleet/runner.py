@@ -116,7 +116,7 @@ def worker_cookies(server: str, token: str) -> list[dict]:
             cookies = SimpleCookie()
             for header in response.headers.get_list("set-cookie"):
                 cookies.load(header)
-            page = client.get("/worker", cookies={name: m.value for name, m in cookies.items()})
+            page = client.get("/worker")  # with the cookie the client keeps: what the browser will open
     except httpx.HTTPError as exc:
         raise RunnerError(f"cannot reach {server}: {exc}") from exc
     if page.headers.get("location", "").startswith("/ui/account/password"):
@@ -311,12 +311,11 @@ def open_worker_page(pipe: DevToolsPipe, server: str, worker_id: str, cookies: l
     """Give the browser its worker cookie and worker id, open /worker in its tab, and return the
     DevTools session of that tab."""
     pipe.call("Storage.setCookies", {"cookies": cookies})
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + JOIN_SECONDS  # a loaded machine may take long to start a browser
     while not (pages := [t for t in pipe.call("Target.getTargets")["targetInfos"] if t["type"] == "page"]):
         if time.monotonic() > deadline:
             raise DevToolsError("the browser opened no tab")
         time.sleep(0.1)
-    deadline = time.monotonic() + 15
     session = pipe.call("Target.attachToTarget", {"targetId": pages[0]["targetId"], "flatten": True})["sessionId"]
     # The id the page keeps in sessionStorage (static/worker/runtime.js), as /worker/start sets it from #worker=.
     origin = "{0.scheme}://{0.netloc}".format(urlsplit(server))

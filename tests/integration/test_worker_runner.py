@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,7 +56,11 @@ def test_runner_keeps_its_workers_connected(appliance: Appliance, tmp_path):
         text=True,
         start_new_session=True,
     )
+    said: list[str] = []  # the runner's lines so far, read beside the test
+    reader = threading.Thread(target=lambda: said.extend(iter(runner.stdout.readline, "")), daemon=True)
+    reader.start()
     try:
+        wait_for(lambda: "2 workers joined\n" in said)  # its check is done: a browser may die from now on
         first = wait_for(lambda: (ids := fleet_rows(admin)) and len(ids) == 2 and ids)
         assert "farm@example.com" in admin.get("/ui/workers/live").text
         # Neither the runner nor its browsers show the token to other users of the machine.
@@ -69,9 +74,16 @@ def test_runner_keeps_its_workers_connected(appliance: Appliance, tmp_path):
         wait_for(lambda: len(fleet_rows(admin)) < 2, timeout=60)
         again = wait_for(lambda: (ids := fleet_rows(admin)) and len(ids) == 2 and ids, timeout=90)
         assert sorted(again) == sorted(first)
+    except AssertionError as exc:
+        failed = exc
+    else:
+        failed = None
     finally:
         runner.send_signal(signal.SIGTERM)
-        output, _ = runner.communicate(timeout=60)
+        runner.wait(60)
+        reader.join(10)
+    output = "".join(said)
+    assert failed is None, f"{failed}; the runner said:\n{output}"
     assert runner.returncode == 0, output
     assert "2 workers joined" in output and "restarting" in output and "all workers stopped" in output
     wait_for(lambda: not fleet_rows(admin), timeout=60)
