@@ -458,6 +458,33 @@ def test_a_browser_frozen_between_its_map_and_its_reduce_has_its_rank_taken_over
     all_idle(admin, steady, lone)
 
 
+def test_a_map_in_chunks_outlives_a_tab_closed_for_good_with_no_spare(api, admin, steady, lone, urls, expected):
+    """Four ranks on the four tabs, each rank's input in four chunks (each part of the corpus four
+    times: sixteen items). A shared tab is closed for good once every rank's map runs, and nobody is
+    spare: the run's other browsers take the chunks it had not started, a backup takes the one it
+    ran, and any free browser the tasks of its rank after (no rank waits out the reconnect grace)."""
+    all_idle(admin, steady, lone)
+    script = job_script(urls * 4, "map", ranks=PARTS).replace("map.chunks = 'rank';", "map.chunks = 'auto';")
+    script = script.replace(f"setTimeout(r, {SLEEP_MS})", "setTimeout(r, 1500)")
+    run_id = start(api, "chunks-no-spare", script)
+    closed = None
+    try:
+        ranks = ranks_running(api, run_id, "map", count=PARTS)
+        closed = next(t for t in steady.tabs if ranks[worker_id(t)] != 0)
+        gone = worker_id(closed)
+        closed.close()
+        log = succeeded(api, run_id, f"chunks, no spare, {gone[:8]} gone")
+    finally:
+        if closed is not None:
+            steady.close(closed)
+            steady.add(1)
+    assert output(api, run_id) == {word: 4 * n for word, n in expected.items()}
+    assert f"worker {gone} disconnected while running {STAGES['map']} on rank {ranks[gone]} (chunk" in log, log
+    ran = [line for line in log_lines(api, run_id) if line["text"] == "map running" and line["rank"] == ranks[gone]]
+    assert {line["source"] for line in ran} - {gone}, log  # its rank's chunks ran on the others too
+    all_idle(admin, steady, lone)
+
+
 @pytest.mark.parametrize("lost", [1, 2], ids=["a-tab-closed", "a-tab-closed-and-a-browser-killed"])
 def test_with_no_spare_the_runs_own_workers_take_the_lost_ranks(
     api, admin, steady, lone, urls, data_server, expected, lost
