@@ -132,11 +132,23 @@ def test_the_api_and_the_run_dialog_warn_of_too_few_workers(appliance, carol, ca
     assert "flash-warning" in page and "but it asks 3, 0 connected, 0 eligible" in page
 
 
+async def connected_now(carol, count: int) -> None:
+    """Wait until exactly ``count`` workers are connected (those of a test before may still be leaving)."""
+    job_id = carol.job(job_script(workers=1), name="probe")
+    for _ in range(100):
+        if carol.http.post(f"/jobs/{job_id}/capacity", json={}).json()["connected"] == count:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"not {count} workers connected")
+
+
 async def test_a_run_asking_more_workers_than_are_connected_is_offered_those_connected(
-    appliance, carol_token, carol_client, script
+    appliance, carol, carol_token, carol_client, script
 ):
+    await connected_now(carol, 0)
     workers = await start_workers(appliance.url, cookie_of(carol_client), 1)
     try:
+        await connected_now(carol, 1)
         # The script asks 2, one is connected: the run waits, and the command says how to use the one.
         queued = await asyncio.to_thread(job, appliance, carol_token, "run", str(script))
         assert queued.returncode == 0, queued.stderr
@@ -151,6 +163,7 @@ async def test_a_run_asking_more_workers_than_are_connected_is_offered_those_con
         for w in workers:
             await w.close()
     # None connected yet, as right after `peermr worker &`: it waits for the workers to join, then uses them.
+    await connected_now(carol, 0)
     command = ["run", str(script), "--workers", "connected", "--wait"]
     later = asyncio.create_task(asyncio.to_thread(job, appliance, carol_token, *command))
     await asyncio.sleep(2)
