@@ -5,11 +5,11 @@ worker vanished) and asks it what can start next. Every group (A..Z) runs the jo
 ``workerCount`` ranks; each rank is bound to one worker (its home), which runs that rank's tasks
 one at a time, stage after stage. Stage -1 is the input function, run on rank 0.
 
-A map stage that does not talk to other ranks splits each rank's input into CHUNKS_PER_RANK
-contiguous chunks, one task each: the rank's worker takes them in order, and a worker of the run
-with nothing of its own to do takes another rank's waiting chunk (it pulls work as it frees up, so
-a fast browser does more than a slow one). A rank's output is its chunks' outputs in chunk order,
-which is what one task per rank would have written.
+A map stage that asks for it (``stage.chunks = 'auto'``) and does not talk to other ranks splits
+each rank's input into CHUNKS_PER_RANK contiguous chunks, one task each: the rank's worker takes
+them in order, and a worker of the run with nothing of its own to do takes another rank's waiting
+chunk (it pulls work as it frees up, so a fast browser does more than a slow one). A rank's output
+is its chunks' outputs in chunk order, which is what one task per rank would have written.
 
 How a stage's output is partitioned depends on what reads it (docs/architecture.md, "Jobs"):
 ``chunks`` for the input (contiguous pieces: the rank's piece r as the seed splits it, then that in
@@ -288,9 +288,9 @@ class RunExecution(Stragglers, Agreement):
 
     @staticmethod
     def _chunks(spec: JobSpec) -> dict[int, int]:
-        """Each stage's tasks per rank. A map splits into CHUNKS_PER_RANK unless it talks to other ranks,
-        keeps state per rank (context.rng, context.shard), or asks for one task per rank
-        (``stage.chunks = 'rank'``); it reads the stage before's chunks one to one when that stage
+        """Each stage's tasks per rank. A map that asks for chunks (``stage.chunks = 'auto'``) splits into
+        CHUNKS_PER_RANK unless it talks to other ranks or keeps state per rank (context.rng,
+        context.shard, getWorkerCount); it reads the stage before's chunks one to one when that stage
         is a map split alike, and otherwise can only be split if it is the first (the input's
         chunks are cut for it). Reduce partitions stay one per rank."""
         chunks = {INPUT_STAGE: 1}

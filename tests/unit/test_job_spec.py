@@ -396,6 +396,15 @@ def test_a_reduce_stage_can_combine_and_a_map_stage_cannot():
     assert 'combine of stage 1 (ReduceStage) must be true or false (got "yes")' in str(error)
 
 
+def test_a_map_runs_one_task_per_rank_unless_it_asks_for_chunks():
+    assert [s.chunks for s in extract_spec(WORD_COUNT).stages] == ["rank", "rank"]
+    stages = "const m = new MapStage(async function map(x) {});\nm.chunks = 'auto';\ne.addStage(m);"
+    assert [s.chunks for s in extract_spec(job("", stages=stages)).stages] == ["auto"]
+    error = refused(job("", stages=stages.replace("'auto'", "'many'")))
+    assert "unknown chunks of stage 1 (MapStage) \"many\": use 'auto' or 'rank'" in str(error)
+    assert error.line == 4  # where it was set
+
+
 def test_validate_spec():
     spec = extract_spec(WORD_COUNT)
     assert validate_spec(spec) is spec
