@@ -38,7 +38,7 @@ from appliance.accounts.auth import (
 from appliance.accounts.rate_limits import RateLimitMiddleware
 from appliance.audit import housekeeping as audit_housekeeping
 from appliance.audit import routes as audit_routes
-from appliance.audit.context import AuditContextMiddleware
+from appliance.audit.middleware import AuditContextMiddleware
 from appliance.background import BackgroundTasks
 from appliance.billing import housekeeping as billing_housekeeping
 from appliance.billing import meters as billing_meters
