@@ -179,7 +179,8 @@ def test_the_run_dialog_offers_the_workers_that_are_connected(page: Page, applia
         # The script asks 2, one is connected: the dialog offers to run on that one.
         page.get_by_role("link", name="Run…").click()
         dialog = page.locator("dialog#run-dialog")
-        expect(dialog.locator("#run-capacity")).to_contain_text("1 worker connected")
+        # The line is polled every 5 s: the worker may have said hello just after the dialog opened.
+        expect(dialog.locator("#run-capacity")).to_contain_text("1 worker connected", timeout=15_000)
         dialog.get_by_role("button", name="Use the 1 connected").click()
         expect(dialog.get_by_label("Workers per group")).to_have_value("1")
         expect(dialog.locator("#run-capacity")).to_contain_text("it can start now")

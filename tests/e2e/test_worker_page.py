@@ -41,7 +41,9 @@ def test_worker_page_connects_pauses_and_reconnects_after_restart(chromium, tmp_
         deadline = time.monotonic() + 40
         while "direct" not in (row := worker_row(admin, worker_id)) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert "<td>direct</td>" in row and re.search(r"<td>[\d.]+ ms</td>", row), row
+        assert '<td class="connectivity">direct <span' in row and re.search(
+            r'class="muted small rtt">[\d.]+ ms<', row
+        ), row
 
         page.get_by_role("button", name="Pause").click()
         expect(page.locator("#state")).to_have_text("paused")
