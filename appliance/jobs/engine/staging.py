@@ -129,10 +129,17 @@ class Staging:
             why = stalled_on(run, stalled)
             self.placement.unbind(run, stalled.worker_id or "", Unbind.HUNG, why, running=stalled)
 
+    def answering(self, worker: Worker) -> bool:
+        """Still connected and answering its pings: a copy to a worker that is not failed through no
+        fault of its source (the worker froze or left, which is handled on its own)."""
+        return self.fleet.get(worker.worker_id) is worker and worker.answers(time.monotonic())
+
     async def copy_failed(self, run: LiveRun, worker: Worker, error: str) -> bool:
         """An input could not be copied to ``worker``: note it, take off the workers the run's failed
         copies point at; True when there were too many and the run ended."""
         self.shared.logs.add(run.run_id, f"could not move an input to worker {worker.worker_id}: {error}", level="warn")
+        if not self.answering(worker):
+            return False  # no copy was counted against its sources (copy)
         failures = run.transfers.copy_failures
         blamed = failures.to_blame()
         if failures.limit_reached():
@@ -317,6 +324,8 @@ class Staging:
                     if await self._copy_from(run, output, source, target):
                         output.holders.add(target.worker_id)
                         return None
+                    if not self.answering(target):
+                        return f"worker {target.worker_id} stopped answering while it was sent blob {output.location}"
                     run.transfers.copy_failures.record(source.worker_id, target.worker_id)
                 if self.from_appliance is not None and await self.from_appliance(output.location, output.size, target):
                     output.holders.add(target.worker_id)
