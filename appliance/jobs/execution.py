@@ -208,9 +208,13 @@ class Group:
             sorted((t for t in self.tasks.values() if t.rank == rank), key=lambda t: (t.stage, t.chunk))
             for rank in range(run.worker_count)
         ]
+        # Each stage's tasks in rank and chunk order (what the stragglers, speeds and the stage page
+        # compare a task with), so that no step walks every task of the run.
+        self.by_stage: dict[int, list[Task]] = {}
+        for (stage, _, _), task in sorted(self.tasks.items()):
+            self.by_stage.setdefault(stage, []).append(task)
+        self.stage_size = {stage: len(tasks) for stage, tasks in self.by_stage.items()}
         self.cursor: list[int] = [0] * run.worker_count
-        self.stage_size = {stage: run.worker_count * chunks for stage, chunks in run.chunks.items()}
-        self.stage_size[INPUT_STAGE] = 1
         self.stage_done: dict[int, int] = dict.fromkeys(self.stage_size, 0)
         # Started stages with tasks not done yet (the ones a stage timeout can still hit).
         self.open_stages: set[int] = set()
@@ -581,11 +585,13 @@ class RunExecution(Stragglers, Agreement):
         chunks that would read only them (a rank's first chunk runs even when empty, as a rank with
         no input does)."""
         filled = {o.partition for o in outputs}
+        empty = [(t.rank, t.chunk) for t in group.by_stage[0] if t.chunk and self.partition_read(t) not in filled]
         for stage in range(self.last_stage + 1):
             if self.chunks[stage] == 1:
                 return
-            for (s, rank, chunk), task in group.tasks.items():
-                if s == stage and chunk and task.state == "waiting" and rank * self.chunks[0] + chunk not in filled:
+            for place in empty:
+                task = group.tasks[(stage, *place)]
+                if task.state == "waiting":
                     self._move(task, TaskEvent.EMPTY)
                     group.count_done(task, +1)
 

@@ -169,11 +169,7 @@ def live_attempts(execution, group: str, stage: int) -> list[_Attempt]:
 
 def live_places(execution, group: str, stage: int) -> list[tuple[int, int]]:
     """The stage's tasks as (rank, chunk), but for chunks that got no input (done without running)."""
-    return sorted(
-        (rank, chunk)
-        for (s, rank, chunk), task in execution.groups[group].tasks.items()
-        if s == stage and not task.empty
-    )
+    return [(t.rank, t.chunk) for t in execution.groups[group].by_stage[stage] if not t.empty]
 
 
 def finished_places(attempts: list[_Attempt], ranks: int) -> list[tuple[int, int]]:
@@ -365,8 +361,8 @@ def monotonic_now() -> float:
 
 def input_records(execution, group: str, stage: int) -> int:
     """Records the stage before emitted in the group so far: the stage's input (0 for the input function)."""
-    tasks = execution.groups[group].tasks
-    return sum(t.emits for (s, _, _), t in tasks.items() if s == stage - 1 and t.state == "done")
+    tasks = execution.groups[group].by_stage.get(stage - 1, [])  # none before the input function
+    return sum(t.emits for t in tasks if t.state == "done")
 
 
 def estimates(

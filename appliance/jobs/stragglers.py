@@ -77,11 +77,7 @@ class Stragglers:
         size = group.stage_size[task.stage]
         if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
             return None
-        durations = [
-            t.finished - _began(t)
-            for (stage, _, _), t in group.tasks.items()
-            if stage == task.stage and t.state == "done"
-        ]
+        durations = [t.finished - _began(t) for t in group.by_stage[task.stage] if t.state == "done"]
         median = statistics.median(durations)
         if now - _began(task) <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
             return None
@@ -96,9 +92,7 @@ class Stragglers:
         if elapsed < LAGGING_MIN_SECONDS:
             return None
         others = [
-            t
-            for (stage, _, _), t in self.groups[task.group].tasks.items()
-            if stage == task.stage and t is not task and t.state in ("running", "done")
+            t for t in self.groups[task.group].by_stage[task.stage] if t is not task and t.state in ("running", "done")
         ]
         ticking = task.ticks > 0 or any(t.ticks for t in others)
         measure, unit = (_ticks, "progress() calls") if ticking else (_emits, "emits")

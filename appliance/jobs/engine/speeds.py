@@ -32,8 +32,7 @@ class Speeds:
         """``task`` is done: its worker's estimate moves toward the task's speed."""
         if task.stage == INPUT_STAGE or not task.worker_id or (own := _seconds(task)) is None:
             return
-        group = execution.groups[task.group]
-        times = [s for (stage, _, _), t in group.tasks.items() if stage == task.stage and (s := _seconds(t))]
+        times = [s for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t))]
         if len(times) < YARDSTICK_TASKS:
             return
         speed = statistics.median(times) / max(own, 1e-3)
