@@ -25,10 +25,12 @@ run: $(VENV)/.installed
 # Debian packages the tests use as real peers: Chromium drives the browser tests (Playwright's own
 # browser downloads are not used), coturn's client tools test the TURN server, Emscripten's emcc
 # builds the WebAssembly module of the embind example (it works offline: Debian ships its cache) and
-# Node runs the OpenID provider of the single sign-on tests.
+# Node runs the OpenID provider of the single sign-on tests. PostgreSQL, Redis and HAProxy are the
+# engines of the tests past one machine, started by the tests themselves (tests/services.py).
 test-tools:
-	@command -v chromium >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1 && command -v emcc >/dev/null 2>&1 || \
-		{ $(APT) update -qq && $(APT) install -y -qq chromium coturn emscripten >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1 && command -v emcc >/dev/null 2>&1 && \
+		command -v redis-server >/dev/null 2>&1 && [ -x /usr/sbin/haproxy ] && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
+		{ $(APT) update -qq && $(APT) install -y -qq chromium coturn emscripten postgresql redis-server haproxy >/dev/null; }
 	@command -v npm >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq nodejs npm >/dev/null; }
 
 # npm's oidc-provider (a certified OpenID provider) for the single sign-on tests, as pinned in its lock file.

@@ -8,6 +8,9 @@ from tests import forkserver, parallel
 from tests.browsers import Workers, launch
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
+# PostgreSQL, Redis and HAProxy started by the tests that ask for them (postgres_service, redis_service, ...).
+pytest_plugins = ["tests.services"]
+
 # Property tests check what comes out, never how fast: a loaded CI machine (or a first call into
 # V8) must not fail an example on hypothesis's per-example deadline.
 settings.register_profile("peermr", deadline=None)
