@@ -43,6 +43,7 @@ APPS = [
     "appliance.billing.piccolo_app",
     "appliance.audit.piccolo_app",
     "appliance.metrics.piccolo_app",
+    "appliance.cluster.piccolo_app",
 ]
 
 
