@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+from typing import TYPE_CHECKING
 
 from litestar import Litestar, Router
 from litestar.config.csrf import CSRFConfig
@@ -92,6 +93,9 @@ from appliance.web.json_bodies import BoundedJSONRequest
 from appliance.web.security_headers import SecurityHeadersMiddleware
 from appliance.web.static_cache import StaticCacheMiddleware
 
+if TYPE_CHECKING:
+    from appliance.cluster.remote_sockets import EdgeLink
+
 log = logging.getLogger(__name__)
 
 ROUTE_HANDLERS = [
@@ -147,10 +151,11 @@ def subscribe(
     meter: TransferMeter,
     reliability: Reliability,
     sampler: Sampler,
-    turn: TurnService,
+    turn: TurnService | EdgeLink,
     fleet: Fleet,
 ) -> None:
-    """Who hears what (docs/architecture.md, "Events"); each event's subscribers run in this order."""
+    """Who hears what (docs/architecture.md, "Events"); each event's subscribers run in this order.
+    ``turn`` is the relay the workers' addresses feed: this process's own, or the edges' (a scheduler)."""
     events.subscribe(WorkerJoined, reliability.worker_joined)  # its score, which selection ranks by
     events.subscribe(WorkerJoined, datanodes.worker_joined)
     events.subscribe(WorkerJoined, coordinator.worker_joined)
@@ -168,6 +173,16 @@ def subscribe(
     events.subscribe(RunEnded, functools.partial(billing_meters.run_ended, tz=meter.tz))  # the appliance's zone
     events.subscribe(RunEnded, reliability.run_ended)
     events.subscribe(SessionsEnded, fleet.sessions_ended)  # closes the connections opened with them
+
+
+def scheduler_role(settings: Settings, fleet: Fleet, start_engine, coordinator: Coordinator):
+    """The scheduler role (cluster/scheduler_role.py), or None for the one-process appliance, which
+    does not load Redis and the cluster modules at all."""
+    if settings.role != "scheduler":
+        return None
+    from appliance.cluster.scheduler_role import SchedulerRole
+
+    return SchedulerRole(settings, fleet, start_engine, coordinator)
 
 
 def create_app(settings: Settings) -> Litestar:
@@ -188,7 +203,10 @@ def create_app(settings: Settings) -> Litestar:
     datanodes.run_blobs = coordinator.read.blobs_in_use
     coordinator.staging.from_appliance = datanodes.copy_from_appliance
     sampler = Sampler(fleet, coordinator.read.run_counts, settings.metrics_sample_seconds)
-    subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler, turn, fleet)
+    # A scheduler behind edges starts its engine once it leads (late-bound: start_engine is below).
+    role = scheduler_role(settings, fleet, lambda: start_engine(), coordinator)
+    relay = role.link if role is not None else turn
+    subscribe(events, coordinator, datanodes, transfer_meter, reliability, sampler, relay, fleet)
     scheduler = create_scheduler(
         [
             *housekeeping.JOBS,
@@ -209,11 +227,12 @@ def create_app(settings: Settings) -> Litestar:
         )
         register_filters(jinja.engine, settings.timezone)
 
-    async def start_services() -> None:
-        await engine.start_connection_pool()
-        await db.migrate()
+    async def start_engine() -> None:
+        """Everything that works on the store: at once in one process, once it leads in a scheduler
+        (which migrated the schema before it campaigned)."""
         announce_admin(await bootstrap.ensure_admin(settings), settings)
-        await turn.start()
+        if role is None:
+            await turn.start()  # a scheduler's browsers use their edges' relays
         datanodes.start()
         run_logs.start()
         await coordinator.start()
@@ -221,7 +240,17 @@ def create_app(settings: Settings) -> Litestar:
         sessions.announce_to(events)
         background.spawn(billing_housekeeping.catch_up(billing))
 
+    async def start_services() -> None:
+        await engine.start_connection_pool()
+        if role is not None:
+            role.start()
+            return
+        await db.migrate()
+        await start_engine()
+
     async def stop_services() -> None:
+        if role is not None:
+            await role.stop()
         sessions.stop_announcing_to(events)
         if scheduler.running:
             scheduler.shutdown(wait=False)
@@ -247,6 +276,7 @@ def create_app(settings: Settings) -> Litestar:
         ],
         guards=[access_guard],
         middleware=[
+            *([role.gate()] if role is not None else []),
             ops.RequestMetricsMiddleware(),
             SecurityHeadersMiddleware(),
             StaticCacheMiddleware(),
@@ -288,6 +318,11 @@ def create_app(settings: Settings) -> Litestar:
                 "cloud_keys": cloud_keys,
                 "billing": billing,
                 "coordinator": coordinator,
+                # What SIGTERM drains, what the server tells once it listens, and whether this process leads.
+                "drain": role.drain if role is not None else coordinator.drain,
+                "serving": (lambda: None) if role is not None else coordinator.serving,
+                "leads": (lambda: role.leading) if role is not None else (lambda: True),
+                "readiness": role.readiness() if role is not None else (),
                 "sso": sso.OidcClient(settings, secrets.session_key.encode()) if settings.sso_issuer else None,
             }
         ),

@@ -33,26 +33,25 @@ def _prepare_database(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from appliance.app import create_app
     from appliance.fleet.protocol import MAX_BINARY_FRAME
     from appliance.server import GracefulServer, configure_logging, uvicorn_config
 
-    settings = command_settings(args)
+    settings = command_settings(args, role=args.server_role)
     configure_logging(settings)
     log = logging.getLogger("appliance.serve")
-    log.info("PeerMR Appliance %s starting: data in %s", __version__, settings.data_path)
+    role = "" if settings.role == "all" else f" as {settings.role}"
+    log.info("PeerMR Appliance %s starting%s: data in %s", __version__, role, settings.data_path)
     warn_if_exposed(settings)
-    app = create_app(settings)
+    app, drain, serving = _serving_app(settings)
     configure_logging(settings)  # again: building the app installed Litestar's handler
     # The modules and the app live as long as the server: out of the cyclic collector's sight, its
     # full collections walk only what requests and runs make. A full one over these ~180,000
     # objects stalled the event loop for ~0.1 s, about once per run or every few output downloads.
     gc.collect()
     gc.freeze()
-    coordinator = app.state.coordinator
 
-    def serving() -> None:
-        coordinator.serving()
+    def listening() -> None:
+        serving()
         if settings.local_url == settings.base_url:
             log.info("serving: open %s/", settings.base_url)
         else:
@@ -60,8 +59,23 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     # Parameter-server values travel as binary WebSocket frames of up to MAX_BINARY_FRAME bytes.
     config = uvicorn_config(app, settings, ws_max_size=MAX_BINARY_FRAME)
-    GracefulServer(config, lambda: coordinator.drain(settings.shutdown_grace_seconds), serving).run()
+    GracefulServer(config, lambda: drain(settings.shutdown_grace_seconds), listening).run()
     log.info("stopped")
+
+
+def _serving_app(settings):
+    """The ASGI app of this process's role, what SIGTERM drains, and what it does once it listens."""
+    if settings.role == "edge":
+        from appliance.cluster.edge_app import create_edge_app
+
+        async def nothing_to_drain(_grace: float) -> None:
+            return None
+
+        return create_edge_app(settings), nothing_to_drain, lambda: None
+    from appliance.app import create_app
+
+    app = create_app(settings)
+    return app, app.state.drain, app.state.serving
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
@@ -147,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--public-url", help="the URL browsers use to reach the appliance")
     serve.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate chain (env PEERMR_TLS_CERT)")
     serve.add_argument("--tls-key", help="the certificate's PEM private key (env PEERMR_TLS_KEY)")
+    serve.add_argument(
+        "--role",
+        dest="server_role",
+        choices=["all", "scheduler", "edge"],
+        help="all: the one-process appliance (default); scheduler or edge: past one machine, on PostgreSQL "
+        "and Redis (env PEERMR_ROLE; docs/operations.md, Scale out)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     migrate = sub.add_parser("migrate", help="apply pending database migrations")

@@ -21,11 +21,11 @@ class CommandError(ServiceError):
     """Reported as `peermr: <message>` with exit status 1, like any ServiceError a command raises."""
 
 
-def command_settings(args: argparse.Namespace) -> Settings:
-    """The appliance's settings with the command's flags on top. Whatever the command creates from
-    here on (every command calling this works on the data dir) is its user's alone."""
+def command_settings(args: argparse.Namespace, **flags: object) -> Settings:
+    """The appliance's settings with the command's flags (and ``flags``) on top. Whatever the command
+    creates from here on (every command calling this works on the data dir) is its user's alone."""
     keep_private()
-    return load_settings({name: getattr(args, name, None) for name in SETTINGS_FLAGS})
+    return load_settings({**{name: getattr(args, name, None) for name in SETTINGS_FLAGS}, **flags})
 
 
 def add_token_flags(parser: argparse.ArgumentParser, what: str = "an API token") -> None:

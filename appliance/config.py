@@ -50,6 +50,14 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     public_url: str = ""
     # Empty means SQLite at <data-dir>/peermr.sqlite3; a postgresql:// URL switches engines.
     database_url: str = ""
+    # Past one machine (docs/operations.md, "Scale out"): "all" is the one-process appliance;
+    # "scheduler" and "edge" share PostgreSQL and pass worker messages over Redis (redis_url).
+    role: str = "all"
+    redis_url: str = ""
+    # Where edges reach this scheduler (default http://<host name>:<port>); a scheduler only.
+    advertise_url: str = ""
+    # The host name browsers reach this process's TURN listener at (default: public_url's host).
+    turn_host: str = ""
     admin_email: str = ""
     admin_password: str = ""
     turn_secret: str = ""
@@ -184,6 +192,13 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         return f"{'https' if self.tls_cert else 'http'}://{host}:{self.port}"
 
     @property
+    def scheduler_url(self) -> str:
+        """Where edges pass requests to this scheduler."""
+        if self.advertise_url:
+            return self.advertise_url.rstrip("/")
+        return self._url(socket.gethostname() if self.host in WILDCARD_HOSTS else self.host)
+
+    @property
     def secure_cookies(self) -> bool:
         return self.base_url.startswith("https://")
 
@@ -298,6 +313,29 @@ def _check(settings: Settings) -> None:
         raise ConfigError(f"fetch_origins: {exc}") from None
     _check_sso(settings)
     _check_logs_and_tls(settings)
+    _check_role(settings)
+
+
+SERVER_ROLES = ("all", "scheduler", "edge")
+
+
+def _check_role(settings: Settings) -> None:
+    if settings.role not in SERVER_ROLES:
+        raise ConfigError(f"role must be one of {', '.join(SERVER_ROLES)}, got {settings.role!r}")
+    if settings.role == "all":
+        return
+    if not settings.uses_postgres:
+        raise ConfigError(
+            f"role {settings.role} runs beside other processes, which share one database: set database_url "
+            "(PEERMR_DATABASE_URL) to a postgresql:// URL; SQLite serves the one-process appliance (role all) only"
+        )
+    if not settings.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"role {settings.role} passes worker messages over Redis: set redis_url (PEERMR_REDIS_URL) "
+            "to a redis:// URL"
+        )
+    if settings.advertise_url and not settings.advertise_url.startswith(("http://", "https://")):
+        raise ConfigError(f"advertise_url must start with http:// or https://, got {settings.advertise_url!r}")
 
 
 def parse_role_groups(text: str) -> dict[str, str]:

@@ -113,6 +113,9 @@ def uvicorn_config(app: Litestar, settings: Settings, ws_max_size: int) -> uvico
     tls = {}
     if settings.tls_cert:
         tls = {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
+    # A scheduler behind edges takes the browser's address from the edge's X-Forwarded-For; only edges
+    # may reach its port (docs/operations.md, "Scale out"). Any other role ignores the header.
+    forwarded = {"proxy_headers": True, "forwarded_allow_ips": "*"} if settings.role == "scheduler" else {}
     return uvicorn.Config(
         app,
         host=settings.host,
@@ -122,4 +125,5 @@ def uvicorn_config(app: Litestar, settings: Settings, ws_max_size: int) -> uvico
         access_log=False,
         ws_max_size=ws_max_size,
         **tls,
+        **forwarded,
     )

@@ -26,6 +26,7 @@ import asyncpg
 log = logging.getLogger(__name__)
 
 LEADER_LOCK_KEY = 0x7065_6572_6D72_0001  # "peermr" in ASCII, then 1: the scheduler's leadership
+MIGRATION_LOCK_KEY = 0x7065_6572_6D72_0002  # one process at a time migrates the schema
 
 # What an unreachable, restarting or overloaded database raises: retried. Anything else (a wrong
 # password, a missing table) is a mistake to report, not to wait out.
@@ -178,3 +179,15 @@ async def current_leader(database_url: str, *, key: int = LEADER_LOCK_KEY, timeo
         return await connection.fetchval(CURRENT_LEADER, key, high, low, timeout=timeout)
     finally:
         await connection.close(timeout=timeout)
+
+
+@contextlib.asynccontextmanager
+async def migrating(database_url: str, *, key: int = MIGRATION_LOCK_KEY, timeout: float = 10.0):
+    """Holds the migration lock: schedulers starting together migrate the schema one after another
+    (the later ones find nothing left to do) before any of them campaigns, whose record needs it."""
+    connection = await asyncpg.connect(database_url, timeout=timeout)
+    try:
+        await connection.execute("SELECT pg_advisory_lock($1)", key)
+        yield
+    finally:
+        connection.terminate()  # the session's end frees the lock

@@ -46,12 +46,16 @@ CLOSE_TOO_BIG = 1009
 CLOSE_GONE = 4000  # sent away by an admin
 CLOSE_DUPLICATE = 4001
 CLOSE_SILENT = 4002
+# The same page connected again (through another edge, or before this socket's end was seen).
+CLOSE_REPLACED = 4004
+# How long a hello waits for the connection it replaces to leave the fleet.
+REPLACE_SECONDS = 5.0
 # The session it was opened with ended (token or link revoked, account disabled, role or password
 # changed, signed out): the page says why and does not reconnect with that cookie.
 CLOSE_SESSION_ENDED = 4003
 
 
-def _same_origin(socket: WebSocket) -> bool:
+def same_origin(socket: WebSocket) -> bool:
     """Browsers always send Origin on WebSockets; refuse pages of other sites riding on our cookies."""
     origin = socket.headers.get("origin")
     if origin is None:
@@ -73,7 +77,9 @@ class Session:
         # When the oldest ping sent since the worker last said anything went out (None: none is due).
         self.unanswered_since: float | None = None
         self.receiver: asyncio.Task | None = None  # the task reading the socket (run())
-        self.silenced = False  # taken for gone: it stopped answering pings
+        # Why it was taken for gone (it stopped answering pings, or its page connected again): the
+        # close code and reason it ends with.
+        self.dropped: tuple[int, str] | None = None
         self.lock = asyncio.Lock()
         self.next_id = 0
         self.answers: dict[int, asyncio.Future[str]] = {}
@@ -120,9 +126,9 @@ class Session:
         except (TimeoutError, WebSocketDisconnect):
             pass
         except asyncio.CancelledError:
-            if not self.silenced:
+            if self.dropped is None:
                 raise
-            self.receiver.uncancel()  # _ping stopped the reading: the worker leaves now
+            self.receiver.uncancel()  # drop() stopped the reading: the worker leaves now
         finally:
             opened.discard(self)
             if not opened:
@@ -130,8 +136,14 @@ class Session:
             await self.background.cancel()
             if self.worker is not None:
                 await self._leave(self.worker)
-            if self.silenced:
-                await self.close(CLOSE_SILENT, "no answer to pings")
+            if self.dropped is not None:
+                await self.close(*self.dropped)
+
+    def drop(self, code: int, reason: str) -> None:
+        """Take the worker for gone now: it leaves the fleet, and its socket is closed with ``code``."""
+        self.dropped = (code, reason)
+        if self.receiver is not None:
+            self.receiver.cancel()
 
     async def _read(self) -> None:
         while True:
@@ -291,7 +303,7 @@ class Session:
             blobs=len(message.blobs),
             instance=message.instance,
         )
-        if not self.fleet.add(worker):
+        if not self.fleet.add(worker) and not await self._replace(worker):
             await self.send(
                 p.Error(code="duplicate-worker", message="another tab uses this worker id", reply_to=message.id)
             )
@@ -311,6 +323,22 @@ class Session:
         await self.fleet.events.publish(WorkerJoined(worker, message.blobs, tuple(message.tasks)))
         # After the welcome, so the page has its ICE servers before the offer arrives.
         self.background.spawn(self._probe())
+
+    async def _replace(self, worker: Worker) -> bool:
+        """A hello from the page (same account and page load) another connection of the fleet still
+        serves: that connection is dead, since a page holds one socket at a time. It leaves first,
+        as a disconnect, so the engine takes the page back as a reconnect."""
+        held = self.fleet.get(worker.worker_id)
+        same_page = held is not None and held.instance and held.instance == worker.instance
+        if not same_page or held.account_id != worker.account_id:
+            return False
+        old = next((s for group in self.fleet.connections.values() for s in group if s.worker is held), None)
+        if old is None or old.receiver is None:
+            return False
+        log.info("worker %s connected again: its earlier connection is dropped", worker.worker_id)
+        old.drop(CLOSE_REPLACED, "the page connected again")
+        await asyncio.wait({old.receiver}, timeout=REPLACE_SECONDS)
+        return self.fleet.add(worker)
 
     async def _exchange(self, offer_sdp: str) -> str:
         self.next_id += 1
@@ -355,11 +383,9 @@ class Session:
             # Gone: a frozen browser keeps its socket open, and a page whose browser process hangs
             # still answers but its store does not. It leaves the fleet now (not once the socket's
             # close handshake would time out); a page that lives reconnects, and its tasks go on.
-            self.silenced = True
             what = f"no answer to pings for {silent:.1f} s" if silent >= hung else f"its store hung for {hung:.1f} s"
             log.info("worker %s: %s", worker.worker_id, what)
-            if self.receiver is not None:
-                self.receiver.cancel()
+            self.drop(CLOSE_SILENT, "no answer to pings")
             return
         self.unanswered_since = self.unanswered_since or now
         self.ping_id += 1
@@ -390,7 +416,7 @@ _HANDLERS: dict[type, Callable[[Session, Any], Awaitable[None]]] = {
 
 @websocket("/ws/worker", opt=access(WORKER_BROWSER))
 async def worker_socket(socket: WebSocket) -> None:
-    if not _same_origin(socket):
+    if not same_origin(socket):
         await socket.close(code=CLOSE_POLICY, reason="cross-site connection refused")
         return
     await socket.accept()

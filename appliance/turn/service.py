@@ -98,7 +98,7 @@ class TurnService:
         )
 
     def ice_servers(self, account_id: int, run_id: int | None = None) -> list[dict]:
-        host = urlsplit(self.settings.base_url).hostname or "localhost"
+        host = self.settings.turn_host or urlsplit(self.settings.base_url).hostname or "localhost"
         return credentials.ice_servers(
             self.secret, host, self.settings.turn_port, account_id, run_id, self.settings.turn_credential_ttl_seconds
         )

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from litestar import Response, get
+from litestar import Request, Response, get
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,17 +39,17 @@ async def database_answers() -> str | None:
 READINESS_CHECKS: tuple[Callable[[], Awaitable[str | None]], ...] = (database_answers,)
 
 
-async def _readiness(**ready) -> Response:
-    for check in READINESS_CHECKS:
+async def _readiness(request: Request, **ready) -> Response:
+    for check in (*READINESS_CHECKS, *request.app.state.get("readiness", ())):
         if (why := await check()) is not None:
             return Response({"status": "unavailable", "detail": why}, status_code=503)
     return Response({"status": "ok", **ready})
 
 
 @get("/healthz", opt=PROBE, include_in_schema=False)
-async def healthz() -> Response:
+async def healthz(request: Request) -> Response:
     """/health/ready with the version, for the checks written before the probes below."""
-    return await _readiness(version=__version__)
+    return await _readiness(request, version=__version__)
 
 
 @get("/health/live", opt=PROBE, include_in_schema=False)
@@ -59,9 +59,18 @@ async def live() -> Response:
 
 
 @get("/health/ready", opt=PROBE, include_in_schema=False)
-async def ready() -> Response:
+async def ready(request: Request) -> Response:
     """It can do its work: a load balancer sends requests only while this answers 200."""
-    return await _readiness()
+    return await _readiness(request)
+
+
+@get("/health/leader", opt=PROBE, include_in_schema=False)
+async def leader(request: Request) -> Response:
+    """200 on the scheduler that leads (the one-process appliance always does), 429 on a standby:
+    a load balancer's check of this finds where the dashboard and API are served."""
+    if request.app.state.leads():
+        return Response({"status": "leader"})
+    return Response({"status": "not the leader"}, status_code=429)
 
 
 class RequestMetricsMiddleware(ASGIMiddleware):
@@ -84,4 +93,4 @@ class RequestMetricsMiddleware(ASGIMiddleware):
             LATENCY.labels(scope["method"]).observe(time.perf_counter() - started)
 
 
-ROUTES = [healthz, live, ready]
+ROUTES = [healthz, live, ready, leader]

@@ -65,6 +65,7 @@ MATRIX: dict[tuple[str, str], tuple[str, dict, dict[str, int]]] = {
     ("GET", "/healthz"): ("/healthz", {}, everyone(200)),
     ("GET", "/health/live"): ("/health/live", {}, everyone(200)),
     ("GET", "/health/ready"): ("/health/ready", {}, everyone(200)),
+    ("GET", "/health/leader"): ("/health/leader", {}, everyone(200)),
     # Served to loopback callers by default (tests/integration/test_metrics_access.py: tokens, allow-list).
     ("GET", "/metrics"): ("/metrics", {}, everyone(200)),
     ("GET", "/schema"): ("/schema", {}, everyone(200)),

@@ -1,0 +1,152 @@
+"""An edge's browser sockets, passed to and from the active scheduler over Redis (envelopes.py).
+
+The edge authenticates each socket (its cookie, against the shared database), then only carries
+frames: the scheduler runs the protocol. When another scheduler becomes the leader, the edge closes
+the sockets it opened under the old one (1012, "service restart"): each page reconnects at once
+and says hello to the new leader, which adopts the runs from their checkpoints as after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from litestar import WebSocket
+
+from appliance.accounts.auth import client_address
+from appliance.background import BackgroundTasks
+from appliance.cluster import envelopes as e
+from appliance.cluster.redis_link import Outbox, connect, listen
+from appliance.turn.service import TurnService
+
+log = logging.getLogger(__name__)
+
+CLOSE_SCHEDULER_CHANGED = 1012  # "service restart": the page reconnects
+
+
+@dataclass
+class Held:
+    socket: WebSocket
+    epoch: str  # the leader it was opened under ("" when none led)
+    pending: collections.deque = field(default_factory=collections.deque)
+    writer: asyncio.Task | None = None
+
+
+class EdgeSockets:
+    def __init__(self, redis_url: str, turn: TurnService):
+        self.turn = turn
+        self.edge = uuid.uuid4().hex
+        self.held: dict[str, Held] = {}
+        self.leader: e.Leader | None = None
+        self.client = connect(redis_url)  # connects when first used
+        self.outbox: Outbox | None = None
+        self.background = BackgroundTasks("edge")
+
+    @property
+    def epoch(self) -> str:
+        return self.leader.epoch if self.leader else ""
+
+    async def start(self) -> None:
+        await self._renew()
+        if (record := await self.client.get(e.LEADER_KEY)) is not None:
+            self.leader = e.decode_leader(record)
+        self.outbox = Outbox(self.client)
+        self.outbox.start()
+        self.background.spawn(listen(self.client, [e.down(self.edge), e.LEADER, e.TURN], self._message))
+        self.background.every(e.EDGE_RENEW_SECONDS, self._renew)
+        log.info("edge %s: %s", self.edge[:8], f"leader {self.leader.url}" if self.leader else "no leader yet")
+
+    async def stop(self) -> None:
+        await self.background.cancel()
+        for held in list(self.held.values()):
+            await self._close(held, CLOSE_SCHEDULER_CHANGED, "the edge is stopping")
+        if self.outbox is not None:
+            await self.outbox.stop()
+        with contextlib.suppress(Exception):
+            await self.client.delete(e.edge_key(self.edge))
+            await self.client.aclose()
+
+    async def _renew(self) -> None:
+        await self.client.set(e.edge_key(self.edge), b"1", px=int(e.EDGE_TTL_SECONDS * 1000))
+
+    def _up(self, message: e.Up) -> None:
+        self.outbox.put(e.UP, e.encode(message))
+
+    async def serve(self, socket: WebSocket) -> None:
+        """Carry one browser's socket until it closes."""
+        conn = uuid.uuid4().hex
+        principal = socket.user
+        self.held[conn] = Held(socket, self.epoch)
+        self._up(e.Opened(self.edge, conn, principal, client_address(socket), self.turn.ice_servers(principal.user_id)))
+        try:
+            while True:
+                event = await socket.receive()
+                if event["type"] == "websocket.disconnect":
+                    return
+                text = event.get("text")
+                self._up(e.Frame(conn, text=text, data=None if text is not None else event.get("bytes") or b""))
+        finally:
+            self.held.pop(conn, None)
+            self._up(e.Closed(conn))
+
+    async def _message(self, channel: str, payload: bytes) -> None:
+        try:
+            if channel == e.LEADER:
+                await self._new_leader(e.decode_leader(payload))
+            elif channel == e.TURN:
+                self._turn_peers(e.decode_turn(payload))
+            else:
+                self._down(e.decode_down(payload))
+        except Exception as exc:  # one bad message must not end the subscription
+            log.warning("edge: dropped a message on %s: %s", channel, exc)
+
+    def _down(self, message: e.Down) -> None:
+        held = self.held.get(message.conn)
+        if held is None or message.epoch != self.epoch:
+            return  # gone already, or from a scheduler that no longer leads
+        held.pending.append(message)
+        if held.writer is None:
+            held.writer = asyncio.get_running_loop().create_task(self._write(held))
+
+    async def _write(self, held: Held) -> None:
+        """One socket's frames in order, without holding up the others' behind a slow browser."""
+        try:
+            while held.pending:
+                message = held.pending.popleft()
+                if isinstance(message, e.Closed):
+                    await self._close(held, message.code, message.reason)
+                    return
+                with contextlib.suppress(Exception):
+                    if message.text is not None:
+                        await held.socket.send_data(message.text, mode="text")
+                    else:
+                        await held.socket.send_data(message.data, mode="binary")
+        finally:
+            held.writer = None
+
+    async def _close(self, held: Held, code: int, reason: str) -> None:
+        held.pending.clear()
+        with contextlib.suppress(Exception):
+            await held.socket.close(code=code, reason=reason[:120])
+
+    async def _new_leader(self, leader: e.Leader) -> None:
+        if self.leader is not None and leader.epoch == self.leader.epoch:
+            return
+        self.leader = leader
+        stale = [held for held in self.held.values() if held.epoch != leader.epoch]
+        log.info("edge %s: new leader %s; %d socket(s) reconnect to it", self.edge[:8], leader.url, len(stale))
+        for held in stale:
+            await self._close(held, CLOSE_SCHEDULER_CHANGED, "the scheduler changed")
+
+    def _turn_peers(self, message: e.TurnPeers) -> None:
+        announced = self.turn.announced
+        if message.kind == "announce":
+            announced.announce(message.worker_id, message.addresses)
+        elif message.kind == "stay":
+            announced.stay(message.worker_id)
+        else:
+            announced.leave(message.worker_id)

@@ -1,0 +1,96 @@
+"""Redis pub/sub for the edges and the scheduler: an outbox that pipelines, and a subscription loop.
+
+A message per Redis round trip would cap the scheduler near the round-trip rate; the outbox sends
+whatever queued while the previous batch was in flight as one pipeline, in order (Redis delivers
+one connection's publishes to a subscriber in the order they were made).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as redis
+
+log = logging.getLogger(__name__)
+
+# The largest batch one pipeline carries: bounds the memory of a burst, not its order.
+BATCH = 1024
+
+
+def connect(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, health_check_interval=10, socket_keepalive=True)
+
+
+# A probe that hangs is as bad as one that fails (web/ops.py).
+CHECK_SECONDS = 5
+
+
+def answers(client: redis.Redis) -> Callable[[], Awaitable[str | None]]:
+    """A readiness check (web/ops.py): None while Redis answers a PING, else why not."""
+
+    async def check() -> str | None:
+        try:
+            await asyncio.wait_for(client.ping(), CHECK_SECONDS)
+        except TimeoutError:
+            return f"Redis did not answer within {CHECK_SECONDS} s"
+        except (redis.RedisError, OSError) as exc:
+            return f"Redis did not answer: {exc}"
+        return None
+
+    return check
+
+
+class Outbox:
+    """Publishes (channel, payload) pairs in order, batched; a failed batch is logged and dropped
+    (the pages' pings and the engine's own timeouts recover what it carried)."""
+
+    def __init__(self, client: redis.Redis):
+        self.client = client
+        self.queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        self.task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._send())
+
+    def put(self, channel: str, payload: bytes) -> None:
+        self.queue.put_nowait((channel, payload))
+
+    async def _send(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            while len(batch) < BATCH and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            try:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for channel, payload in batch:
+                        pipe.publish(channel, payload)
+                    await pipe.execute()
+            except (redis.RedisError, OSError) as exc:
+                log.warning("could not pass %d message(s) on through Redis: %s", len(batch), exc)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+async def listen(client: redis.Redis, channels: list[str], handle: Callable[[str, bytes], Awaitable[None]]) -> None:
+    """Hand every message on ``channels`` to ``handle`` until cancelled; resubscribe after Redis
+    comes back (messages published meanwhile are lost, as pub/sub loses them)."""
+    while True:
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(*channels)
+            async for message in pubsub.listen():
+                if message["type"] == "message":
+                    await handle(message["channel"].decode(), message["data"])
+        except (redis.RedisError, OSError) as exc:
+            log.warning("Redis subscription to %s broke (%s); subscribing again", ", ".join(channels), exc)
+            await asyncio.sleep(1)
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()

@@ -1,0 +1,161 @@
+"""The active scheduler's side of the edges: each browser socket an edge holds becomes a session here.
+
+fleet/connection.Session runs on a RemoteSocket exactly as on its own WebSocket: hello, pings,
+signalling relays and task messages work unchanged, so the one-process appliance and a scheduler
+behind edges share every line of the protocol. The scheduler also watches that each edge lives
+(its Redis key): the sockets of an edge that died leave the fleet at once, so their pages, which
+reconnect through another edge, are taken back without waiting out their pings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass
+
+from appliance.background import BackgroundTasks
+from appliance.cluster import envelopes as e
+from appliance.cluster.redis_link import Outbox, connect, listen
+from appliance.events import CandidatesAnnounced, WorkerJoined, WorkerLeft
+from appliance.fleet.connection import Session
+from appliance.fleet.registry import Fleet
+
+log = logging.getLogger(__name__)
+
+# Frames of one socket waiting for its session: past this the browser floods faster than its
+# session reads, and the socket is closed (a WebSocket of its own would push back instead).
+INBOX_LIMIT = 4096
+CLOSE_FLOODED = 1008
+
+
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int = 0
+
+
+class RemoteSocket:
+    """A browser's WebSocket held by an edge, with what fleet/connection.Session uses of a socket."""
+
+    def __init__(self, link: EdgeLink, opened: e.Opened):
+        self.link = link
+        self.edge = opened.edge
+        self.conn = opened.conn
+        self.user = opened.principal
+        self.client = Address(opened.client)
+        self.headers: dict[str, str] = {}
+        self.inbox: asyncio.Queue[dict] = asyncio.Queue(INBOX_LIMIT)
+        self.closed = False
+
+    async def receive(self) -> dict:
+        return await self.inbox.get()
+
+    async def send_data(self, data: str | bytes, mode: str = "text") -> None:
+        if self.closed:
+            raise ConnectionError("the socket is closed")
+        text, binary = (data, None) if mode == "text" else (None, data)
+        self.link.send(self.edge, e.Frame(self.conn, text=text, data=binary, epoch=self.link.epoch))
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        if not self.closed:
+            self.link.send(self.edge, e.Closed(self.conn, code, reason, self.link.epoch))
+        self.gone()
+
+    def gone(self) -> None:
+        """No more frames come: the session reads a disconnect next."""
+        if self.closed:
+            return
+        self.closed = True
+        self.link.sockets.pop(self.conn, None)
+        with contextlib.suppress(asyncio.QueueFull):
+            self.inbox.put_nowait({"type": "websocket.disconnect", "code": 1006})
+
+    def deliver(self, frame: e.Frame) -> None:
+        try:
+            if frame.text is not None:
+                self.inbox.put_nowait({"type": "websocket.receive", "text": frame.text})
+            else:
+                self.inbox.put_nowait({"type": "websocket.receive", "bytes": frame.data or b""})
+        except asyncio.QueueFull:
+            log.warning("worker socket %s sent more than its session could read; closing it", self.conn)
+            self.link.send(self.edge, e.Closed(self.conn, CLOSE_FLOODED, "too many messages", self.link.epoch))
+            self.gone()
+
+
+class EdgeLink:
+    """Runs a session for every socket the edges pass on, while this scheduler leads."""
+
+    def __init__(self, redis_url: str, fleet: Fleet, url: str):
+        self.fleet = fleet
+        self.url = url  # where edges pass dashboard and API requests
+        self.epoch = uuid.uuid4().hex  # this leadership's: edges drop what an earlier leader sends
+        self.sockets: dict[str, RemoteSocket] = {}
+        self.client = connect(redis_url)  # connects when first used
+        self.outbox: Outbox | None = None
+        self.background = BackgroundTasks("edge link")
+        self.sessions = BackgroundTasks("edge sessions")
+
+    async def start(self) -> None:
+        self.outbox = Outbox(self.client)
+        self.outbox.start()
+        self.background.spawn(listen(self.client, [e.UP], self._up))
+        self.background.every(e.EDGE_RENEW_SECONDS, self._drop_dead_edges)
+        # After subscribing: the sockets edges close at this announcement reconnect to us.
+        await asyncio.sleep(0.1)
+        announcement = e.encode(e.Leader(self.epoch, self.url))
+        await self.client.set(e.LEADER_KEY, announcement)
+        await self.client.publish(e.LEADER, announcement)
+        log.info("leading the edges (epoch %s)", self.epoch[:8])
+
+    async def stop(self) -> None:
+        await self.background.cancel()
+        await self.sessions.cancel()
+        if self.outbox is not None:
+            await self.outbox.stop()
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
+
+    def send(self, edge: str, message: e.Down) -> None:
+        self.outbox.put(e.down(edge), e.encode(message))
+
+    # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process).
+
+    def candidates_announced(self, event: CandidatesAnnounced) -> None:
+        self.outbox.put(e.TURN, e.encode(e.TurnPeers("announce", event.worker.worker_id, event.addresses)))
+
+    def worker_joined(self, event: WorkerJoined) -> None:
+        self.outbox.put(e.TURN, e.encode(e.TurnPeers("stay", event.worker.worker_id)))
+
+    def worker_left(self, event: WorkerLeft) -> None:
+        self.outbox.put(e.TURN, e.encode(e.TurnPeers("leave", event.worker.worker_id)))
+
+    async def _up(self, _channel: str, payload: bytes) -> None:
+        try:
+            message = e.decode_up(payload)
+        except Exception as exc:  # an edge of another version, or not an edge at all
+            log.warning("dropped a message from an edge that did not decode: %s", exc)
+            return
+        if isinstance(message, e.Opened):
+            self._open(message)
+        elif (socket := self.sockets.get(message.conn)) is not None:
+            if isinstance(message, e.Frame):
+                socket.deliver(message)
+            else:
+                socket.gone()
+
+    def _open(self, opened: e.Opened) -> None:
+        socket = RemoteSocket(self, opened)
+        self.sockets[opened.conn] = socket
+        servers = opened.ice_servers
+        self.sessions.spawn(Session(socket, self.fleet, lambda _account: servers).run())
+
+    async def _drop_dead_edges(self) -> None:
+        for edge in {socket.edge for socket in self.sockets.values()}:
+            if await self.client.exists(e.edge_key(edge)):
+                continue
+            dropped = [socket for socket in list(self.sockets.values()) if socket.edge == edge]
+            log.warning("edge %s stopped renewing its key: its %d socket(s) leave", edge[:8], len(dropped))
+            for socket in dropped:
+                socket.gone()

@@ -1,0 +1,117 @@
+"""Past one machine: two schedulers and two edges on a real PostgreSQL and Redis (tests/services.py).
+
+The workers are simulated pages (tests/sim_workers.py) connected to the edges; the processes are
+`peermr serve --role scheduler|edge`, killed with SIGKILL as a machine that dies would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.test_job_scheduling import job_script
+from tests.integration.test_restart_recovery import Fleet, history, kinds, log, signed_in, until
+from tests.support import Appliance, run_cli
+
+GRACE = "3"  # seconds a re-adopted run waits for its workers (as the restart tests)
+
+
+class Cluster:
+    """Schedulers and edges on one data directory (secrets, blobs), one database and one Redis."""
+
+    def __init__(self, root: Path, database: str, redis_url: str):
+        self.root = root
+        self.env = {
+            "PEERMR_DATABASE_URL": database,
+            "PEERMR_REDIS_URL": redis_url,
+            "PEERMR_JOB_RECOVERY_GRACE_SECONDS": GRACE,
+            "PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": GRACE,
+        }
+        self.processes: list[Appliance] = []
+
+    def start(self, role: str, name: str) -> Appliance:
+        process = Appliance(self.root / "data", env={**self.env, "PEERMR_ROLE": role})
+        process.log_path = self.root / f"{name}.log"
+        self.processes.append(process.start())
+        return process
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()
+
+
+def leader_status(process: Appliance) -> int:
+    return httpx.get(f"{process.url}/health/leader", timeout=5).status_code
+
+
+def wait_for_leader(process: Appliance, timeout: float = 30) -> float:
+    started = time.monotonic()
+    while leader_status(process) != 200:
+        assert time.monotonic() - started < timeout, f"no leader after {timeout} s:\n{process.log()}"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, postgres_service, redis_service):
+    cluster = Cluster(tmp_path_factory.mktemp("cluster"), postgres_service.new_database(), redis_service.url)
+    yield cluster
+    cluster.stop()
+
+
+def test_a_role_past_one_process_refuses_sqlite_and_needs_redis(tmp_path):
+    refused = run_cli("serve", "--role", "scheduler", "--data-dir", str(tmp_path), env={"PATH": "/usr/bin:/bin"})
+    assert refused.returncode != 0
+    assert "set database_url (PEERMR_DATABASE_URL) to a postgresql:// URL" in refused.stderr, refused.stderr
+    env = {"PATH": "/usr/bin:/bin", "PEERMR_DATABASE_URL": "postgresql://peermr@db.example/peermr"}
+    no_redis = run_cli("serve", "--role", "edge", "--data-dir", str(tmp_path), env=env)
+    assert no_redis.returncode != 0
+    assert "set redis_url (PEERMR_REDIS_URL) to a redis:// URL" in no_redis.stderr, no_redis.stderr
+
+
+async def test_a_standby_takes_over_a_killed_scheduler_and_the_run_finishes_through_the_edges(cluster):
+    first = cluster.start("scheduler", "scheduler-1")
+    wait_for_leader(first)
+    second = cluster.start("scheduler", "scheduler-2")
+    edges = [cluster.start("edge", "edge-1"), cluster.start("edge", "edge-2")]
+    assert leader_status(second) == 429  # a standby
+    assert all(leader_status(edge) == 429 for edge in edges)  # edges never lead
+    # A standby serves its probes and nothing else; the edges pass the dashboard to the leader.
+    assert httpx.get(f"{second.url}/login", timeout=5).status_code == 503
+    assert httpx.get(f"{edges[1].url}/login", timeout=5).status_code == 200
+
+    # Two workers, one on each edge, run a 2-rank job into its reduce.
+    cookie, api = signed_in(edges[0])
+    fleet = Fleet(edges[0])
+    await fleet.connect(cookie, "edge-one-0001")
+    fleet.appliance = edges[1]
+    await fleet.connect(cookie, "edge-two-0001")
+    run_id = api.run(api.job(job_script(workers=2)))["id"]
+    await until(lambda: sum(k == "reduce" for w in fleet.workers.values() for k in kinds(w)) == 2)
+    await asyncio.sleep(1.5)  # a checkpoint is written within a second of a change
+    held = {name: list(w.blobs) for name, w in fleet.workers.items()}
+
+    first.kill()
+    took = await asyncio.to_thread(wait_for_leader, second)
+    assert took < 10, f"the standby took {took:.1f} s to lead"
+    # The edges close the sockets opened under the old leader: the pages reconnect, to the new one.
+    for worker in fleet.workers.values():
+        await until(lambda w=worker: w.reader.done(), timeout=10)
+    await fleet.close()
+    back = Fleet(edges[1])
+    back.reduces.set()
+    cookie, api = signed_in(edges[1])
+    for name, blobs in held.items():
+        await back.connect(cookie, name, blobs)
+    try:
+        done = await api.wait(run_id, timeout=40)
+        assert done["state"] == "succeeded", done
+        assert sorted(k for w in back.workers.values() for k in kinds(w)) == ["reduce", "reduce"]
+        assert "the run continues with 3 finished task(s) kept" in log(api, run_id)
+        assert [(r, a, s) for r, a, s, _ in history(second, run_id, 0)] == [(0, 0, "done"), (1, 0, "done")]
+    finally:
+        await back.close()
