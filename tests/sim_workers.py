@@ -38,8 +38,10 @@ class SimWorker:
         on_blob_receive: Handler | None = None,
         on_probe_offer: Handler | None = None,
         blobs: list[str] | None = None,
+        instance: str = "",
     ):
         self.base_url = base_url
+        self.instance = instance  # its page load, as a tab's hello names it ("": not said)
         self.cookie = cookie
         self.worker_id = worker_id or uuid.uuid4().hex
         self.capabilities = capabilities or CAPABILITIES
@@ -67,7 +69,7 @@ class SimWorker:
             max_size=None,
         )
         hello = {"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": self.capabilities}
-        await self.send({**hello, "blobs": self.blobs, "tasks": self.held})
+        await self.send({**hello, "blobs": self.blobs, "tasks": self.held, "instance": self.instance})
         welcome = json.loads(await self.ws.recv())
         if welcome["type"] != "welcome":
             raise RuntimeError(f"no welcome: {welcome}")

@@ -7,6 +7,7 @@ The workers are simulated pages (tests/sim_workers.py) connected to the edges; t
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from tests.integration.test_job_scheduling import job_script
 from tests.integration.test_restart_recovery import Fleet, history, kinds, log, signed_in, until
+from tests.sim_workers import SimWorker
 from tests.support import Appliance, run_cli
 
 GRACE = "3"  # seconds a re-adopted run waits for its workers (as the restart tests)
@@ -42,6 +44,16 @@ class Cluster:
     def stop(self) -> None:
         for process in self.processes:
             process.stop()
+
+    def leader(self) -> Appliance:
+        """The scheduler that leads (one is started when none runs)."""
+        for process in self.processes:
+            if process.env["PEERMR_ROLE"] == "scheduler" and process.proc.poll() is None:
+                if leader_status(process) == 200:
+                    return process
+        leader = self.start("scheduler", f"scheduler-{len(self.processes) + 1}")
+        wait_for_leader(leader)
+        return leader
 
 
 def leader_status(process: Appliance) -> int:
@@ -115,3 +127,69 @@ async def test_a_standby_takes_over_a_killed_scheduler_and_the_run_finishes_thro
         assert [(r, a, s) for r, a, s, _ in history(second, run_id, 0)] == [(0, 0, "done"), (1, 0, "done")]
     finally:
         await back.close()
+
+
+async def test_the_pages_of_a_killed_edge_come_back_through_another_and_their_run_goes_on(cluster):
+    leader = cluster.leader()
+    doomed, other = cluster.start("edge", "edge-3"), cluster.start("edge", "edge-4")
+    cookie, api = signed_in(other)
+    fleet = Fleet(doomed)
+    pages = {"killed-edge-0001": "a1b2c3d4e5f60001", "killed-edge-0002": "a1b2c3d4e5f60002"}
+
+    async def connect(through: Appliance, name: str, blobs: list[str] | None = None) -> None:
+        worker = SimWorker(
+            through.url,
+            cookie,
+            worker_id=name,
+            on_task=fleet.handle,
+            on_blob_receive=fleet.receive,
+            blobs=blobs,
+            instance=pages[name],
+        )
+        fleet.workers[name] = await worker.start()
+
+    for name in pages:
+        await connect(doomed, name)
+    run_id = api.run(api.job(job_script(workers=2)))["id"]
+    await until(lambda: sum(k == "reduce" for w in fleet.workers.values() for k in kinds(w)) == 2)
+
+    doomed.kill()
+    fleet.reduces.set()
+    # The same pages (same page load) reconnect at once through the other edge, keeping their blobs;
+    # the scheduler takes them back whether or not it has yet seen the dead edge's sockets go.
+    for name, worker in list(fleet.workers.items()):
+        await until(lambda w=worker: w.reader.done(), timeout=10)
+        await connect(other, name, list(worker.blobs))
+    try:
+        done = await api.wait(run_id, timeout=40)
+        assert done["state"] == "succeeded", done
+        # The maps' outputs stayed in the pages: only the reduces ran again.
+        assert [(r, a, s) for r, a, s, _ in history(leader, run_id, 0)] == [(0, 0, "done"), (1, 0, "done")]
+        # Taken back as the same pages: their earlier sockets dropped, or gone with the edge's key.
+        assert re.search(r"killed-edge-0001 connected again|stopped renewing its key", leader.log())
+    finally:
+        await fleet.close()
+
+
+def connected(through: Appliance) -> float:
+    """Workers in the leader's fleet, from its /metrics (asked through an edge)."""
+    text = httpx.get(f"{through.url}/metrics", timeout=10).text
+    rows = [line for line in text.splitlines() if line.startswith("peermr_workers_connected{")]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in rows)
+
+
+async def test_the_sockets_of_an_edge_that_dies_leave_the_fleet_within_seconds(cluster):
+    cluster.leader()
+    doomed, other = cluster.start("edge", "edge-5"), cluster.start("edge", "edge-6")
+    cookie, _ = signed_in(other)
+    before = connected(other)
+    workers = [await SimWorker(doomed.url, cookie).start() for _ in range(2)]
+    try:
+        await until(lambda: connected(other) == before + 2, timeout=10)
+        doomed.kill()  # it cannot say its sockets closed
+        # Not after their 45 s ping silence: the dead edge's key lapses and its sockets leave.
+        await until(lambda: connected(other) == before, timeout=15)
+        assert "stopped renewing its key: its 2 socket(s) leave" in cluster.leader().log()
+    finally:
+        for worker in workers:
+            await worker.close()
