@@ -303,3 +303,56 @@ async def test_a_fleet_whose_browsers_cannot_reach_each_other_fails_the_run_with
     finally:
         for w in workers:
             await w.close()
+
+
+# ---------------------------------------------------------------- a reduce's browser lost
+
+
+async def test_a_reduce_whose_browser_left_starts_on_the_spare_with_no_map_run_again(appliance, carol_client, carol):
+    """Every map is done and the worker of rank 1 is in its reduce when it leaves: the partition its
+    own map wrote for it was copied to a keeper as well, so the reduce's stand-in on the spare copies
+    its whole input from the browsers left, and no map runs again."""
+    received: list[tuple[str, str]] = []
+
+    def keeping(name: str):
+        async def receive(worker: SimWorker, message: dict) -> None:
+            received.append((name, message["sha256"]))
+            await copies()(worker, message)
+
+        return receive
+
+    async def task(worker: SimWorker, task: dict) -> None:
+        mapped = [t["rank"] for t in worker.tasks if t["kind"] == "map"]
+        if task["kind"] == "reduce" and task["rank"] == 1 and mapped == [1]:
+            await asyncio.sleep(3600)  # the rank's own worker, until its browser leaves
+        await map_with_outputs(worker, task)
+
+    names = ["keep-0001", "keep-0002", "keep-0003", "keep-0004", "spare-0004"]
+    cookie = cookie_of(carol_client)
+    workers = [
+        await SimWorker(appliance.url, cookie, worker_id=name, on_task=task, on_blob_receive=keeping(name)).start()
+        for name in names
+    ]
+    try:
+        run = carol.run(carol.job(job_script(workers=4)))
+        ranks: dict[int, SimWorker] = {}
+        for _ in range(300):
+            ranks = {t["rank"]: w for w in workers for t in w.tasks if t["kind"] == "map"}
+            own = hashlib.sha256(f"{run['id']}.A.0.1.0/1".encode()).hexdigest()  # map 1's partition 1
+            reducing = any(t["kind"] == "reduce" for t in ranks[1].tasks) if 1 in ranks else False
+            if reducing and (ranks[2].worker_id, own) in received:
+                break
+            await asyncio.sleep(0.1)
+        gone = ranks[1]
+        assert (ranks[2].worker_id, own) in received, received  # the keeper is the next rank's worker
+        await gone.close()
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        log = log_text(carol, run["id"])
+        assert f"worker {gone.worker_id} disconnected while running stage 2 (reduce) on rank 1 of group A: " in log
+        assert f"rank 1 of group A moves to worker spare-0004, which stood in for {gone.worker_id}" in log, log
+        assert "run again" not in log, log
+        assert [r[2:] for r in attempts(appliance, run["id"])] == [(0, ranks[r].worker_id, "done") for r in range(4)]
+    finally:
+        for w in workers:
+            await w.close()

@@ -258,8 +258,10 @@ class Staging:
     def prestage(self, run: LiveRun, task: Task) -> None:
         """A task whose output feeds a reduce is done: copy each of its partitions now to the worker of
         the rank that reads it, while the stage's other tasks still run, so the shuffle overlaps the
-        stage and the reduce starts with most of its input in place. Best effort: a copy that fails
-        here is made (and blamed) by the reduce's own staging."""
+        stage and the reduce starts with most of its input in place. A partition its own worker reads
+        goes to a keeper as well: so every partition lives in two browsers, and the loss of one costs
+        its reduce a copy from the other instead of a map run again first. Best effort: a copy that
+        fails here is made (and blamed) by the reduce's own staging."""
         execution = run.execution
         if run.storage is not None or self.shared.draining or execution.partitioning(task.stage) != "hash":
             return
@@ -267,10 +269,24 @@ class Staging:
         prestaging = run.transfers.prestaging
         for output in task.outputs:
             target = self.fleet.get(ranks[output.partition] or "")
+            if target is not None and target.worker_id == task.worker_id:
+                target = self._keeper(run, ranks, output.partition, target.worker_id)
             key = (output.location, target.worker_id if target is not None else "")
             if target is None or target.worker_id in output.holders or key in prestaging:
                 continue
             prestaging[key] = self.shared.spawn(self._prestage_copy(run, output, target, key))
+
+    def _keeper(self, run: LiveRun, ranks: list[str | None], partition: int, reader: str) -> Worker | None:
+        """Who keeps the second copy of a partition its reader produced: the worker of the next rank
+        after the partition's that is another browser and serves the run now (None when there is none)."""
+        seats = run.seats
+        for step in range(1, len(ranks)):
+            worker_id = ranks[(partition + step) % len(ranks)]
+            if worker_id is None or worker_id == reader or worker_id in seats.away or worker_id in seats.excluded:
+                continue
+            if (worker := self.fleet.get(worker_id)) is not None:
+                return worker
+        return None
 
     async def _prestage_copy(self, run: LiveRun, output: Output, target: Worker, key: tuple[str, str]) -> None:
         try:
