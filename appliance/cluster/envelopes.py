@@ -38,6 +38,8 @@ def edge_key(edge: str) -> str:
 
 EDGE_RENEW_SECONDS = 1.0
 EDGE_TTL_SECONDS = 4.0
+LEADER_RENEW_SECONDS = 2.0
+LEADER_TTL_SECONDS = 6.0
 
 
 class Opened(msgspec.Struct, tag="open", array_like=True, frozen=True):

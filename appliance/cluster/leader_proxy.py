@@ -70,12 +70,12 @@ class LeaderProxy:
 
 
 def _forwarded(scope: Scope) -> list[tuple[bytes, bytes]]:
+    """The request's headers for the scheduler, with X-Forwarded-For the one address this edge found:
+    a header the browser sent is not passed on, since the scheduler believes the first address in it
+    (a load balancer in front of the edges is believed through uvicorn's FORWARDED_ALLOW_IPS)."""
     headers = [(k, v) for k, v in scope["headers"] if k.lower() not in HOP_BY_HOP and k.lower() != b"x-forwarded-for"]
-    earlier = [v for k, v in scope["headers"] if k.lower() == b"x-forwarded-for"]
-    client = scope.get("client")
-    chain = b", ".join([*earlier, *([client[0].encode()] if client else [])])
-    if chain:
-        headers.append((b"x-forwarded-for", chain))
+    if client := scope.get("client"):
+        headers.append((b"x-forwarded-for", client[0].encode()))
     headers.append((b"x-forwarded-proto", scope.get("scheme", "http").encode()))
     return headers
 

@@ -104,9 +104,9 @@ class EdgeLink:
         self.background.every(e.EDGE_RENEW_SECONDS, self._drop_dead_edges)
         # After subscribing: the sockets edges close at this announcement reconnect to us.
         await asyncio.sleep(0.1)
-        announcement = e.encode(e.Leader(self.epoch, self.url))
-        await self.client.set(e.LEADER_KEY, announcement)
-        await self.client.publish(e.LEADER, announcement)
+        await self._renew_announcement()
+        await self.client.publish(e.LEADER, e.encode(e.Leader(self.epoch, self.url)))
+        self.background.every(e.LEADER_RENEW_SECONDS, self._renew_announcement)
         log.info("leading the edges (epoch %s)", self.epoch[:8])
 
     async def stop(self) -> None:
@@ -116,6 +116,11 @@ class EdgeLink:
             await self.outbox.stop()
         with contextlib.suppress(Exception):
             await self.client.aclose()
+
+    async def _renew_announcement(self) -> None:
+        """An edge that starts later reads whom it serves; it lapses with a leader that died."""
+        announcement = e.encode(e.Leader(self.epoch, self.url))
+        await self.client.set(e.LEADER_KEY, announcement, px=int(e.LEADER_TTL_SECONDS * 1000))
 
     def send(self, edge: str, message: e.Down) -> None:
         self.outbox.put(e.down(edge), e.encode(message))

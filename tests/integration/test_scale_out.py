@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.cluster import Cluster, leader_status, wait_for_leader
 from tests.integration.test_job_scheduling import job_script
 from tests.integration.test_restart_recovery import Fleet, history, kinds, log, signed_in, until
 from tests.sim_workers import SimWorker
@@ -22,55 +21,15 @@ from tests.support import Appliance, run_cli
 GRACE = "3"  # seconds a re-adopted run waits for its workers (as the restart tests)
 
 
-class Cluster:
-    """Schedulers and edges on one data directory (secrets, blobs), one database and one Redis."""
-
-    def __init__(self, root: Path, database: str, redis_url: str):
-        self.root = root
-        self.env = {
-            "PEERMR_DATABASE_URL": database,
-            "PEERMR_REDIS_URL": redis_url,
-            "PEERMR_JOB_RECOVERY_GRACE_SECONDS": GRACE,
-            "PEERMR_JOB_REPLACEMENT_GRACE_SECONDS": GRACE,
-        }
-        self.processes: list[Appliance] = []
-
-    def start(self, role: str, name: str) -> Appliance:
-        process = Appliance(self.root / "data", env={**self.env, "PEERMR_ROLE": role})
-        process.log_path = self.root / f"{name}.log"
-        self.processes.append(process.start())
-        return process
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.stop()
-
-    def leader(self) -> Appliance:
-        """The scheduler that leads (one is started when none runs)."""
-        for process in self.processes:
-            if process.env["PEERMR_ROLE"] == "scheduler" and process.proc.poll() is None:
-                if leader_status(process) == 200:
-                    return process
-        leader = self.start("scheduler", f"scheduler-{len(self.processes) + 1}")
-        wait_for_leader(leader)
-        return leader
-
-
-def leader_status(process: Appliance) -> int:
-    return httpx.get(f"{process.url}/health/leader", timeout=5).status_code
-
-
-def wait_for_leader(process: Appliance, timeout: float = 30) -> float:
-    started = time.monotonic()
-    while leader_status(process) != 200:
-        assert time.monotonic() - started < timeout, f"no leader after {timeout} s:\n{process.log()}"
-        time.sleep(0.1)
-    return time.monotonic() - started
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, postgres_service, redis_service):
-    cluster = Cluster(tmp_path_factory.mktemp("cluster"), postgres_service.new_database(), redis_service.url)
+    cluster = Cluster(
+        tmp_path_factory.mktemp("cluster"),
+        postgres_service.new_database(),
+        redis_service.url,
+        PEERMR_JOB_RECOVERY_GRACE_SECONDS=GRACE,
+        PEERMR_JOB_REPLACEMENT_GRACE_SECONDS=GRACE,
+    )
     yield cluster
     cluster.stop()
 
