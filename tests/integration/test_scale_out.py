@@ -13,10 +13,13 @@ import httpx
 import pytest
 
 from tests.cluster import Cluster, leader_status, wait_for_leader
+from tests.integration.test_billing_cli_webhook import run_python
+from tests.integration.test_billing_stripe import KEY, stripe_get
+from tests.integration.test_billing_stripe import localstripe as localstripe  # a fixture of this module too
 from tests.integration.test_job_scheduling import job_script
 from tests.integration.test_restart_recovery import Fleet, history, kinds, log, signed_in, until
 from tests.sim_workers import SimWorker
-from tests.support import Appliance, run_cli
+from tests.support import Appliance, Client, run_cli
 
 GRACE = "3"  # seconds a re-adopted run waits for its workers (as the restart tests)
 
@@ -152,3 +155,66 @@ async def test_the_sockets_of_an_edge_that_dies_leave_the_fleet_within_seconds(c
     finally:
         for worker in workers:
             await worker.close()
+
+
+async def test_the_monthly_close_sends_each_invoice_once_across_a_leadership_change(
+    tmp_path, postgres_service, redis_service, localstripe
+):
+    httpx.delete(f"{localstripe}/_config/data", timeout=10).raise_for_status()  # a fresh Stripe
+    stripe = {"PEERMR_STRIPE_API_KEY": KEY, "PEERMR_STRIPE_API_BASE": localstripe}
+    cluster = Cluster(tmp_path, postgres_service.new_database(), redis_service.url, **stripe)
+    first = cluster.process("scheduler", "close-1")
+    try:
+        assert first.cli("migrate").returncode == 0
+        emails = [f"coordinator{n}@example.com" for n in range(4)]
+        for email in emails:
+            first.add_user(email, "coordinator", "coordinator-password-1")
+        accounts = [account for (account,) in first.query("SELECT id FROM accounts_user WHERE role = 'coordinator'")]
+        # Usage in eight months gone by: the leader's catch-up closes them and sends 32 invoices.
+        months = [f"2026-{m:02d}" for m in range(2, 10)]
+        run_python(
+            first,
+            f"""
+            await prices.set_price("cpu_ms", "100", "50", dt.date(2026, 1, 1), tz=billing.tz)
+            for account in {accounts}:
+                for month in range(2, 10):
+                    at = dt.datetime(2026, month, 9, tzinfo=dt.UTC)
+                    entry = Entry(account, "cpu_ms", "consumer", 3_600_000, f"{{account}}-{{month}}", at)
+                    await ledger.record([entry], billing.tz)
+            """,
+        )
+        standby = cluster.process("scheduler", "close-2")
+        first.start()
+        wait_for_leader(first)
+        starting = asyncio.create_task(asyncio.to_thread(standby.start))
+        sent = "SELECT count(*) FROM billing_invoice WHERE state = 'sent'"
+        await until(lambda: first.query(sent)[0][0] >= 1, timeout=60)
+        first.kill()  # in the middle of sending the invoices
+        assert first.query(sent)[0][0] < len(emails) * len(months), "the close was over before the kill"
+        await starting
+        await asyncio.to_thread(wait_for_leader, standby)
+        await until(lambda: standby.query(sent)[0][0] == len(emails) * len(months), timeout=90)
+        for email in emails:
+            [customer] = stripe_get(localstripe, "/v1/customers", email=email)["data"]
+            invoices = stripe_get(localstripe, "/v1/invoices", customer=customer["id"], limit=100)["data"]
+            assert len(invoices) == len(months) and all(i["status"] == "open" for i in invoices), invoices
+        # Every month from the first with usage to the last one over is closed, once.
+        closed = standby.query("SELECT period, count(*) FROM billing_period GROUP BY period ORDER BY period")
+        assert set(months) <= {period for period, _ in closed} and {count for _, count in closed} == {1}, closed
+    finally:
+        cluster.stop()
+
+
+def test_the_scheduler_sees_the_browsers_address_as_the_edge_found_it_not_as_the_browser_claims(cluster):
+    leader = cluster.leader()
+    edge = cluster.start("edge", "edge-7")
+    # From another loopback address: a browser, not a load balancer the edge believes (127.0.0.1).
+    client = Client(edge.url, transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+    refused = client.form(
+        "/login",
+        {"email": "nobody@example.com", "password": "wrong-password-1"},
+        headers={"X-Forwarded-For": "203.0.113.9"},
+    )
+    assert refused.status_code in (400, 401, 403), refused.text[:300]
+    lines = [line for line in leader.log().splitlines() if "refused sign-in: nobody@example.com" in line]
+    assert lines and all(" from 127.0.0.2: " in line for line in lines), lines
