@@ -356,3 +356,56 @@ async def test_a_reduce_whose_browser_left_starts_on_the_spare_with_no_map_run_a
     finally:
         for w in workers:
             await w.close()
+
+
+async def test_a_reduce_waiting_for_its_input_on_a_browser_gone_silent_moves_to_an_idle_worker(
+    appliance, carol_client, carol
+):
+    """The worker of rank 1 stops answering (a frozen browser) once its map is done, while its
+    streaming reduce waits for the other maps' pieces: the reduce has started none of its work, so
+    the rank moves to the idle spare as soon as the browser is silent, without waiting for it to be
+    taken for gone, and the spare reduces with the pieces the others hold."""
+    gate = asyncio.Event()
+    frozen: list[SimWorker] = []
+
+    async def task(worker: SimWorker, task: dict) -> None:
+        if task["kind"] == "map" and task["rank"] != 1:
+            await gate.wait()
+        await map_with_outputs(worker, task)
+        if task["kind"] == "map" and task["rank"] == 1 and not frozen:
+            worker.store_wait_ms = None  # it answers no ping from now on
+            frozen.append(worker)
+
+    def receive(name: str):
+        async def handler(worker: SimWorker, message: dict) -> None:
+            if worker.store_wait_ms is not None:  # a frozen browser stores nothing
+                await copies()(worker, message)
+
+        return handler
+
+    names = ["mute-0002", "good-0007", "good-0008", "good-0009", "spare-0005"]
+    cookie = cookie_of(carol_client)
+    workers = [
+        await SimWorker(appliance.url, cookie, worker_id=name, on_task=task, on_blob_receive=receive(name)).start()
+        for name in names
+    ]
+    try:
+        run = carol.run(carol.job(job_script(workers=4)))
+        for _ in range(300):
+            if frozen and frozen[0].streaming:
+                break
+            await asyncio.sleep(0.1)
+        [silent] = frozen
+        assert silent.streaming, silent.tasks  # its reduce waits for the other maps' pieces
+        gate.set()
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        log = log_text(carol, run["id"])
+        spare = workers[-1]
+        moved = f"rank 1 of group A moves to worker {spare.worker_id}, as worker {silent.worker_id} has not answered"
+        assert moved in log, log
+        assert [t["rank"] for t in spare.tasks if t["kind"] == "reduce"] == [1], spare.tasks
+        assert "run again" not in log, log
+    finally:
+        for w in workers:
+            await w.close()

@@ -19,7 +19,7 @@ from appliance.fleet.registry import Fleet, Worker
 from appliance.jobs import scheduling_policy
 from appliance.jobs.engine.admission import Admission
 from appliance.jobs.engine.ending import Ending
-from appliance.jobs.engine.live import LiveRun, stage_name
+from appliance.jobs.engine.live import LiveRun, places, stage_name
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.read_model import ReadModel
 from appliance.jobs.engine.recovery import CHECKPOINT_SECONDS, Recovery
@@ -175,9 +175,27 @@ class Coordinator:
         holds_rank = run.execution.rank_of(worker.worker_id) is not None
         running = [t for t in run.execution.active if t.worker_id == worker.worker_id and t.state == "running"]
         if not (holds_rank and running):
-            self.placement.unbind(run, worker.worker_id, Unbind.DISCONNECTED, "disconnected")
+            again = self.placement.unbind(run, worker.worker_id, Unbind.DISCONNECTED, "disconnected")
+            if again and not holds_rank:  # a rank's loss is logged with its rank (Placement._vacate)
+                self.shared.logs.add(
+                    run.run_id,
+                    f"worker {worker.worker_id} disconnected holding what no other worker had: "
+                    f"{places(run.execution, again)} run again",
+                    level="warn",
+                )
             return
         task = running[0]
+        grace = self.settings.job_reconnect_grace_seconds
+        if (backup := run.execution.backups.get(task)) is not None:
+            run.seats.away[worker.worker_id] = time.monotonic()
+            self.shared.logs.add(
+                run.run_id,
+                f"worker {worker.worker_id} disconnected while running {run.where(task)}: its backup attempt on "
+                f"worker {backup.worker_id} stands in for it (if the browser comes back within {grace} s, the "
+                "first to finish wins)",
+                level="warn",
+            )
+            return
         if self.speculation.stand_in(run, task):
             run.seats.away[worker.worker_id] = time.monotonic()
             return
@@ -189,7 +207,7 @@ class Coordinator:
         self.shared.logs.add(
             run.run_id,
             f"worker {worker.worker_id} disconnected while running {run.where(task)}; "
-            f"its rank waits up to {self.settings.job_reconnect_grace_seconds} s for it",
+            f"its rank waits up to {grace} s for it",
             level="warn",
         )
 

@@ -85,11 +85,13 @@ class Placement:
         run.served_by(worker)
 
     def idle_worker(self, run: LiveRun) -> Worker | None:
-        """The best eligible worker that serves no run, or None."""
+        """The best eligible worker that serves no run and answers its pings, or None."""
+        now = time.monotonic()
         candidates = [
             w
             for w in self.fleet.workers.values()
             if selection.available(w)
+            and w.answers(now)
             and w.worker_id not in run.seats.excluded
             and self.shared.eligible(w, run.spec, run.owner_id)
         ]
@@ -256,10 +258,12 @@ class Placement:
         waits for its input (the page runs both); one of an account not in ``other_accounts`` first
         when there is such a worker."""
         occupied = {t.worker_id for t in run.execution.active if not run.execution.waiting_for_input(t)}
+        now = time.monotonic()
         candidates = [
             w
             for w in self.fleet.workers.values()
             if not w.paused
+            and w.answers(now)
             and w.worker_id != task.worker_id
             and w.worker_id not in avoid
             and w.worker_id not in run.seats.excluded

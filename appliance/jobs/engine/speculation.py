@@ -7,10 +7,10 @@ from appliance.events import EndCause
 from appliance.fleet.registry import Worker
 from appliance.jobs.engine.ending import Ending
 from appliance.jobs.engine.live import LiveRun
-from appliance.jobs.engine.placement import Placement
+from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.staging import Staging
-from appliance.jobs.execution import Attempt, Task
+from appliance.jobs.execution import Attempt, Task, TaskEvent
 
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
 # every scheduling round (thousands a second while short tasks finish).
@@ -28,10 +28,37 @@ class Speculation:
         """Once per scheduling round of a run: stragglers (at most every STRAGGLER_SCAN_SECONDS) and replicas."""
         if clock - run.scanned_at >= STRAGGLER_SCAN_SECONDS:
             run.scanned_at = clock
+            self._silent(run, clock)
             self._mark_stalled(run, clock)
             self._back_up(run, clock)
         if run.execution.validation:
             await self._replicate(run, clock)
+
+    def _silent(self, run: LiveRun, clock: float) -> None:
+        """A rank's task whose inputs are still being sent to its worker (a streaming reduce waiting for
+        the maps' pieces, a task copying its input) when that browser stops answering pings (frozen,
+        cut off) has started none of its work: it goes with the rank to an idle worker now, instead
+        of waiting seconds more for the browser to be taken for gone. The silent browser keeps what
+        it holds (asked for it last), and stays with the run as a helper with nothing to do (its pings
+        stay frequent, and it takes no other work): until it is found gone (what only it held is
+        computed again then) or answers again (it is free). A running task's stand-in starts once its
+        browser is gone (coordinator)."""
+        execution = run.execution
+        for worker_id in list(run.seats.helpers):
+            if (helper := self.shared.fleet.get(worker_id)) is not None and helper.answers(clock):
+                self.placement.unbind(run, worker_id, Unbind.EXTRA_ENDED)  # unless it runs an attempt
+        for task in [t for t in execution.active if t.state == "staging" and not t.is_backup]:
+            worker = self.shared.fleet.get(task.worker_id or "")
+            if worker is None or worker.answers(clock) or task.stage in execution.talking:
+                continue
+            if execution.places_of(worker.worker_id) != [(task.group, task.rank)]:
+                continue  # a chunk taken from another rank, or a worker holding two: they wait for it
+            if (idle := self.placement.idle_worker(run)) is None:
+                return
+            why = f"worker {worker.worker_id} has not answered for {clock - worker.last_seen:.1f} s"
+            execution.retry(task, TaskEvent.FAIL, f"{why} while its input was sent to it")
+            self.placement.hand_over(run, task, worker.worker_id, idle, f"as {why} while its input was sent to it")
+            self.placement.bind_extra(run, worker)
 
     def _mark_stalled(self, run: LiveRun, clock: float) -> None:
         for task in run.execution.newly_stalled(self.shared.policy.stall_seconds, clock):

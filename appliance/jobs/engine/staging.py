@@ -86,19 +86,7 @@ class Staging:
         does not start now (an input was lost, a copy failed, or it was sent back meanwhile)."""
         attempt = task.attempt
         if self._forget_gone_holders(inputs):
-            if task.is_backup:
-                self.placement.drop_extra(run, task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
-                if (away := task.primary.worker_id) in run.seats.away:
-                    # A stand-in whose input lived only on the browser that left: waiting for that
-                    # browser would cost the reconnect grace; its rank moves now, and lineage
-                    # computes the input again.
-                    self.placement.unbind(
-                        run, away or "", Unbind.DISCONNECTED, "disconnected holding its stand-in's input"
-                    )
-                return None
-            # An input's last holder left before it could be copied: recompute it, then start again.
-            run.execution.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
-            self._input_lost(run)
+            self._holder_gone(run, task)
             return None
         missing = any(task.worker_id not in o.holders for o in inputs)
         error = await self.copy(run, worker, inputs) if missing else None
@@ -111,10 +99,26 @@ class Staging:
             if task.is_backup:
                 self.placement.unbind(run, task.worker_id or "", Unbind.EXTRA_ENDED)
             return None
+        if error is not None and self._forget_gone_holders(inputs):
+            self._holder_gone(run, task)  # the holder that could not send left meanwhile
+            return None
         if error is not None:
             self._copy_error(run, task, error)
             return None
         return [{"sha256": o.location, "size": o.size} for o in inputs]
+
+    def _holder_gone(self, run: LiveRun, task: Try) -> None:
+        """An input's last holder left before it could be copied to the task's worker: it is computed
+        again, and the task starts again once it is."""
+        if not task.is_backup:
+            run.execution.retry(task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
+            self._input_lost(run)
+            return
+        self.placement.drop_extra(run, task, TaskEvent.INPUT_LOST, "an input was lost with its worker")
+        if (away := task.primary.worker_id) in run.seats.away:
+            # A stand-in whose input lived only on the browser that left: waiting for that browser
+            # would cost the reconnect grace; its rank moves now, and lineage computes the input again.
+            self.placement.unbind(run, away or "", Unbind.DISCONNECTED, "disconnected holding its stand-in's input")
 
     def _copy_error(self, run: LiveRun, task: Try, error: str) -> None:
         if not task.is_backup:
