@@ -20,6 +20,7 @@ from litestar import WebSocket
 from appliance.accounts.auth import client_address
 from appliance.background import BackgroundTasks
 from appliance.cluster import envelopes as e
+from appliance.cluster.installation import installation_id
 from appliance.cluster.redis_link import Outbox, connect, listen
 from appliance.turn.service import TurnService
 
@@ -43,6 +44,7 @@ class EdgeSockets:
         self.held: dict[str, Held] = {}
         self.leader: e.Leader | None = None
         self.client = connect(redis_url)  # connects when first used
+        self.channels: e.Channels | None = None  # the installation's, read from the database at start
         self.outbox: Outbox | None = None
         self.background = BackgroundTasks("edge")
 
@@ -51,12 +53,14 @@ class EdgeSockets:
         return self.leader.epoch if self.leader else ""
 
     async def start(self) -> None:
+        self.channels = e.Channels(await installation_id())
         await self._renew()
-        if (record := await self.client.get(e.LEADER_KEY)) is not None:
+        if (record := await self.client.get(self.channels.leader_key)) is not None:
             self.leader = e.decode_leader(record)
         self.outbox = Outbox(self.client)
         self.outbox.start()
-        self.background.spawn(listen(self.client, [e.down(self.edge), e.LEADER, e.TURN], self._message))
+        channels = [self.channels.down(self.edge), self.channels.leader, self.channels.turn]
+        self.background.spawn(listen(self.client, channels, self._message))
         self.background.every(e.EDGE_RENEW_SECONDS, self._renew)
         log.info("edge %s: %s", self.edge[:8], f"leader {self.leader.url}" if self.leader else "no leader yet")
 
@@ -67,14 +71,14 @@ class EdgeSockets:
         if self.outbox is not None:
             await self.outbox.stop()
         with contextlib.suppress(Exception):
-            await self.client.delete(e.edge_key(self.edge))
+            await self.client.delete(self.channels.edge_key(self.edge))
             await self.client.aclose()
 
     async def _renew(self) -> None:
-        await self.client.set(e.edge_key(self.edge), b"1", px=int(e.EDGE_TTL_SECONDS * 1000))
+        await self.client.set(self.channels.edge_key(self.edge), b"1", px=int(e.EDGE_TTL_SECONDS * 1000))
 
     def _up(self, message: e.Up) -> None:
-        self.outbox.put(e.UP, e.encode(message))
+        self.outbox.put(self.channels.up, e.encode(message))
 
     async def serve(self, socket: WebSocket) -> None:
         """Carry one browser's socket until it closes."""
@@ -95,9 +99,9 @@ class EdgeSockets:
 
     async def _message(self, channel: str, payload: bytes) -> None:
         try:
-            if channel == e.LEADER:
+            if channel == self.channels.leader:
                 await self._new_leader(e.decode_leader(payload))
-            elif channel == e.TURN:
+            elif channel == self.channels.turn:
                 self._turn_peers(e.decode_turn(payload))
             else:
                 self._down(e.decode_down(payload))

@@ -2,14 +2,14 @@
 
 An edge holds browsers' WebSockets and passes their frames, untouched, to the scheduler, which runs
 each connection's session (fleet/connection.py) as if the socket were its own. Everything is
-MessagePack, one envelope per Redis message, on three kinds of channel:
+MessagePack, one envelope per Redis message, on these channels of the installation (Channels):
 
-- ``UP`` (edges -> scheduler): a socket opened (with who authenticated it), a frame, a socket closed;
+- ``up`` (edges -> scheduler): a socket opened (with who authenticated it), a frame, a socket closed;
 - ``down(edge)`` (scheduler -> one edge): a frame for a socket, or close it;
-- ``LEADER`` (scheduler -> edges): a scheduler became the leader. Edges close the sockets opened
+- ``leader`` (scheduler -> edges): a scheduler became the leader. Edges close the sockets opened
   under an earlier leader, so every page says hello to the new one, which adopts the runs as after
   a restart; a frame stamped with another leader's epoch is dropped (a deposed leader is not heard);
-- ``TURN`` (scheduler -> edges): the addresses workers announced, the peers each edge's TURN
+- ``turn`` (scheduler -> edges): the addresses workers announced, the peers each edge's TURN
   relay may reach (turn/announced.py), as the one-process appliance feeds its own relay.
 """
 
@@ -19,21 +19,24 @@ import msgspec
 
 from appliance.accounts.sessions import Principal
 
-PREFIX = "peermr:"
-UP = PREFIX + "up"
-LEADER = PREFIX + "leader"
-TURN = PREFIX + "turn"
-# The newest leader's announcement, so an edge that starts later knows whom it serves.
-LEADER_KEY = PREFIX + "leader-now"
 
+class Channels:
+    """The Redis names of one installation (installation.py): ``peermr:<id>:...``."""
 
-def down(edge: str) -> str:
-    return f"{PREFIX}down:{edge}"
+    def __init__(self, installation: str):
+        self.prefix = f"peermr:{installation}:"
+        self.up = self.prefix + "up"
+        self.leader = self.prefix + "leader"
+        self.turn = self.prefix + "turn"
+        # The newest leader's announcement, so an edge that starts later knows whom it serves.
+        self.leader_key = self.prefix + "leader-now"
 
+    def down(self, edge: str) -> str:
+        return f"{self.prefix}down:{edge}"
 
-def edge_key(edge: str) -> str:
-    """Present while the edge lives: it renews it every EDGE_RENEW_SECONDS, for EDGE_TTL_SECONDS."""
-    return f"{PREFIX}edge:{edge}"
+    def edge_key(self, edge: str) -> str:
+        """Present while the edge lives: it renews it every EDGE_RENEW_SECONDS, for EDGE_TTL_SECONDS."""
+        return f"{self.prefix}edge:{edge}"
 
 
 EDGE_RENEW_SECONDS = 1.0

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from appliance.background import BackgroundTasks
 from appliance.cluster import envelopes as e
+from appliance.cluster.installation import installation_id
 from appliance.cluster.redis_link import Outbox, connect, listen
 from appliance.events import CandidatesAnnounced, WorkerJoined, WorkerLeft
 from appliance.fleet.connection import Session
@@ -93,19 +94,21 @@ class EdgeLink:
         self.epoch = uuid.uuid4().hex  # this leadership's: edges drop what an earlier leader sends
         self.sockets: dict[str, RemoteSocket] = {}
         self.client = connect(redis_url)  # connects when first used
+        self.channels: e.Channels | None = None  # the installation's, read from the database at start
         self.outbox: Outbox | None = None
         self.background = BackgroundTasks("edge link")
         self.sessions = BackgroundTasks("edge sessions")
 
     async def start(self) -> None:
+        self.channels = e.Channels(await installation_id())
         self.outbox = Outbox(self.client)
         self.outbox.start()
-        self.background.spawn(listen(self.client, [e.UP], self._up))
+        self.background.spawn(listen(self.client, [self.channels.up], self._up))
         self.background.every(e.EDGE_RENEW_SECONDS, self._drop_dead_edges)
         # After subscribing: the sockets edges close at this announcement reconnect to us.
         await asyncio.sleep(0.1)
         await self._renew_announcement()
-        await self.client.publish(e.LEADER, e.encode(e.Leader(self.epoch, self.url)))
+        await self.client.publish(self.channels.leader, e.encode(e.Leader(self.epoch, self.url)))
         self.background.every(e.LEADER_RENEW_SECONDS, self._renew_announcement)
         log.info("leading the edges (epoch %s)", self.epoch[:8])
 
@@ -120,21 +123,21 @@ class EdgeLink:
     async def _renew_announcement(self) -> None:
         """An edge that starts later reads whom it serves; it lapses with a leader that died."""
         announcement = e.encode(e.Leader(self.epoch, self.url))
-        await self.client.set(e.LEADER_KEY, announcement, px=int(e.LEADER_TTL_SECONDS * 1000))
+        await self.client.set(self.channels.leader_key, announcement, px=int(e.LEADER_TTL_SECONDS * 1000))
 
     def send(self, edge: str, message: e.Down) -> None:
-        self.outbox.put(e.down(edge), e.encode(message))
+        self.outbox.put(self.channels.down(edge), e.encode(message))
 
     # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process).
 
     def candidates_announced(self, event: CandidatesAnnounced) -> None:
-        self.outbox.put(e.TURN, e.encode(e.TurnPeers("announce", event.worker.worker_id, event.addresses)))
+        self.outbox.put(self.channels.turn, e.encode(e.TurnPeers("announce", event.worker.worker_id, event.addresses)))
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        self.outbox.put(e.TURN, e.encode(e.TurnPeers("stay", event.worker.worker_id)))
+        self.outbox.put(self.channels.turn, e.encode(e.TurnPeers("stay", event.worker.worker_id)))
 
     def worker_left(self, event: WorkerLeft) -> None:
-        self.outbox.put(e.TURN, e.encode(e.TurnPeers("leave", event.worker.worker_id)))
+        self.outbox.put(self.channels.turn, e.encode(e.TurnPeers("leave", event.worker.worker_id)))
 
     async def _up(self, _channel: str, payload: bytes) -> None:
         try:
@@ -158,7 +161,7 @@ class EdgeLink:
 
     async def _drop_dead_edges(self) -> None:
         for edge in {socket.edge for socket in self.sockets.values()}:
-            if await self.client.exists(e.edge_key(edge)):
+            if await self.client.exists(self.channels.edge_key(edge)):
                 continue
             dropped = [socket for socket in list(self.sockets.values()) if socket.edge == edge]
             log.warning("edge %s stopped renewing its key: its %d socket(s) leave", edge[:8], len(dropped))

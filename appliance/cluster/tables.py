@@ -1,7 +1,7 @@
 """Cluster tables: who holds the scheduler's leadership (leadership.py writes and reads it in SQL on its
-own connections)."""
+own connections), and the installation's identity (installation.py)."""
 
-from piccolo.columns import BigInt, Integer, Text, Timestamptz
+from piccolo.columns import UUID, BigInt, Boolean, Integer, Text, Timestamptz
 from piccolo.table import Table
 
 
@@ -13,3 +13,11 @@ class Leader(Table, tablename="cluster_leader"):
     url = Text()  # the leader's advertised URL
     backend_pid = Integer()  # the PostgreSQL backend of its lock connection
     since = Timestamptz()
+
+
+class Installation(Table, tablename="cluster_installation"):
+    """One row: the id every process on this database shares, which names its Redis channels, so two
+    installations on one Redis (production and staging) never hear each other."""
+
+    one = Boolean(default=True, unique=True)  # at most one row
+    installation = UUID()
