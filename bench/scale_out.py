@@ -172,22 +172,27 @@ class Clients:
             offset += n
         self.count = count
 
-    def wait_connected(self, timeout: float = 1800) -> float:
-        """Seconds until the slowest process had all its workers welcomed."""
-        slowest = 0.0
+    def wait_connected(self, timeout: float) -> float | None:
+        """Seconds until the slowest process had all its workers welcomed; None when some were not
+        within `timeout` (what was reached is in stats())."""
+        deadline, slowest = time.monotonic() + timeout, 0.0
         for pipe in self.pipes:
-            if not pipe.poll(timeout):
-                raise TimeoutError(f"client processes not connected after {timeout} s: {self.stats()}")
+            if not pipe.poll(max(0.0, deadline - time.monotonic())):
+                return None
             slowest = max(slowest, pipe.recv()["seconds"])
         return slowest
 
     def stats(self) -> dict:
+        for pipe in self.pipes:  # a late "connected" report is not a stats reply
+            while pipe.poll(0):
+                pipe.recv()
         total: dict = {"connected": 0, "pongs": 0, "reconnects": 0, "failures": 0, "last_welcome": 0.0}
         total.update(closes={}, rss_mib=0.0, cpu=0.0)
         for pipe in self.pipes:
             pipe.send("stats")
         for pipe in self.pipes:
-            one = pipe.recv()
+            while "pongs" not in (one := pipe.recv()):
+                pass
             for key in ("connected", "pongs", "reconnects", "failures", "rss_mib", "cpu"):
                 total[key] += one[key]
             total["last_welcome"] = max(total["last_welcome"], one["last_welcome"])
@@ -339,7 +344,7 @@ def tasks_on(api_url: str, sim_urls: list[str], token_of: Appliance, pids: dict,
 # ------------------------------------------------------------------ main
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901  (one bench, its parts in order)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=40000, help="simulated workers over the edges")
     parser.add_argument("--reference-workers", type=int, default=8192, help="held by one process (0: skip)")
@@ -348,6 +353,7 @@ def main() -> None:
     parser.add_argument("--shapes", default="8x300,64x40", help="ranks x stages, each as a map chain and map/reduce")
     parser.add_argument("--hold", type=float, default=20, help="seconds the fleet is held before measuring memory")
     parser.add_argument("--skip-tasks", action="store_true")
+    parser.add_argument("--connect-timeout", type=float, default=900, help="seconds the fleet may take to connect")
     parser.add_argument("--quick", action="store_true", help="2,000 workers, 1,000 in one process, small shapes")
     args = parser.parse_args()
     if args.quick:
@@ -380,7 +386,7 @@ def main() -> None:
                     with Foreign() as f:
                         cpu0 = cpu_seconds(single.proc.pid)
                         clients = Clients([single.url], cookie, args.reference_workers, 2)
-                        seconds = clients.wait_connected()
+                        seconds = clients.wait_connected(args.connect_timeout) or float("nan")
                         connect_cpu_single = cpu_seconds(single.proc.pid) - cpu0
                         time.sleep(args.hold)
                         held = rss_mib(single.proc.pid)
@@ -448,7 +454,10 @@ def main() -> None:
                     cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
                     started = time.perf_counter()
                     clients = Clients(edge_urls, cookie, args.workers, args.clients)
-                    seconds = clients.wait_connected()
+                    seconds = clients.wait_connected(args.connect_timeout)
+                    if seconds is None:
+                        print(f"NOT all connected within {args.connect_timeout:.0f} s: {clients.stats()}")
+                        seconds = float("nan")
                     connect_cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
                     wall_connect = time.perf_counter() - started
                     counted = workers_in_fleet(first.url)
@@ -517,7 +526,10 @@ def main() -> None:
                         return False
 
                 with Foreign() as f:
-                    wait_for(all_back, 600, 0.2)
+                    try:
+                        wait_for(all_back, args.connect_timeout, 0.2)
+                    except TimeoutError:
+                        print(f"NOT all back within {args.connect_timeout:.0f} s: {workers_in_fleet(second.url)}")
                     took_fleet = time.monotonic() - killed
                     after = clients.stats()
                 foreign["failover"] = f.cores
@@ -533,6 +545,10 @@ def main() -> None:
                     f"fleet back {'met' if took_fleet < 10 else 'NOT met'}"
                 )
                 clients.stop()
+                for process in cluster.processes:
+                    for line in process.log().splitlines():
+                        if "stopped renewing" in line or "lost leadership" in line:
+                            print(f"  {process.log_path.stem}: {line}")
             finally:
                 cluster.stop()
         finally:
