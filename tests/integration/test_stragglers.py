@@ -236,12 +236,10 @@ def copies(fail_from: set[str] = frozenset(), refuse: bool = False):
     return receive
 
 
-async def copying_workers(appliance, cookie: str, names: list[str], receive) -> list[SimWorker]:
+async def copying_workers(appliance, cookie: str, names: list[str], receive, on_task=map_with_outputs) -> list:
     """Workers in the order given (the longest connected gets a rank first), each with ``receive``."""
     return [
-        await SimWorker(
-            appliance.url, cookie, worker_id=name, on_task=map_with_outputs, on_blob_receive=receive(name)
-        ).start()
+        await SimWorker(appliance.url, cookie, worker_id=name, on_task=on_task, on_blob_receive=receive(name)).start()
         for name in names
     ]
 
@@ -328,11 +326,7 @@ async def test_a_reduce_whose_browser_left_starts_on_the_spare_with_no_map_run_a
         await map_with_outputs(worker, task)
 
     names = ["keep-0001", "keep-0002", "keep-0003", "keep-0004", "spare-0004"]
-    cookie = cookie_of(carol_client)
-    workers = [
-        await SimWorker(appliance.url, cookie, worker_id=name, on_task=task, on_blob_receive=keeping(name)).start()
-        for name in names
-    ]
+    workers = await copying_workers(appliance, cookie_of(carol_client), names, keeping, on_task=task)
     try:
         run = carol.run(carol.job(job_script(workers=4)))
         ranks: dict[int, SimWorker] = {}
@@ -384,11 +378,7 @@ async def test_a_reduce_waiting_for_its_input_on_a_browser_gone_silent_moves_to_
         return handler
 
     names = ["mute-0002", "good-0007", "good-0008", "good-0009", "spare-0005"]
-    cookie = cookie_of(carol_client)
-    workers = [
-        await SimWorker(appliance.url, cookie, worker_id=name, on_task=task, on_blob_receive=receive(name)).start()
-        for name in names
-    ]
+    workers = await copying_workers(appliance, cookie_of(carol_client), names, receive, on_task=task)
     try:
         run = carol.run(carol.job(job_script(workers=4)))
         for _ in range(300):
