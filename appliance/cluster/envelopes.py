@@ -39,8 +39,10 @@ class Channels:
         return f"{self.prefix}edge:{edge}"
 
 
-EDGE_RENEW_SECONDS = 1.0
-EDGE_TTL_SECONDS = 4.0
+# Wide enough for an edge busy with thousands of sockets (a page that comes back through another
+# edge is taken back at once anyway: fleet/connection.Session._replace).
+EDGE_RENEW_SECONDS = 2.0
+EDGE_TTL_SECONDS = 15.0
 LEADER_RENEW_SECONDS = 2.0
 LEADER_TTL_SECONDS = 6.0
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # session reads, and the socket is closed (a WebSocket of its own would push back instead).
 INBOX_LIMIT = 4096
 CLOSE_FLOODED = 1008
+CLOSE_EDGE_LOST = 1012  # "service restart": if its edge lives after all, the page reconnects
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class RemoteSocket:
         self.link.send(self.edge, e.Frame(self.conn, text=text, data=binary, epoch=self.link.epoch))
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
+        self.close_now(code, reason)
+
+    def close_now(self, code: int, reason: str) -> None:
+        """Tell its edge to close it (a socket the session no longer reads must not stay open there)."""
         if not self.closed:
             self.link.send(self.edge, e.Closed(self.conn, code, reason, self.link.epoch))
         self.gone()
@@ -81,8 +86,7 @@ class RemoteSocket:
                 self.inbox.put_nowait({"type": "websocket.receive", "bytes": frame.data or b""})
         except asyncio.QueueFull:
             log.warning("worker socket %s sent more than its session could read; closing it", self.conn)
-            self.link.send(self.edge, e.Closed(self.conn, CLOSE_FLOODED, "too many messages", self.link.epoch))
-            self.gone()
+            self.close_now(CLOSE_FLOODED, "too many messages")
 
 
 class EdgeLink:
@@ -166,4 +170,4 @@ class EdgeLink:
             dropped = [socket for socket in list(self.sockets.values()) if socket.edge == edge]
             log.warning("edge %s stopped renewing its key: its %d socket(s) leave", edge[:8], len(dropped))
             for socket in dropped:
-                socket.gone()
+                socket.close_now(CLOSE_EDGE_LOST, "its edge stopped renewing its key")

@@ -140,7 +140,7 @@ def connected(through: Appliance) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in rows)
 
 
-async def test_the_sockets_of_an_edge_that_dies_leave_the_fleet_within_seconds(cluster):
+async def test_the_sockets_of_an_edge_that_dies_leave_the_fleet_when_its_key_lapses(cluster):
     cluster.leader()
     doomed, other = cluster.start("edge", "edge-5"), cluster.start("edge", "edge-6")
     cookie, _ = signed_in(other)
@@ -150,7 +150,7 @@ async def test_the_sockets_of_an_edge_that_dies_leave_the_fleet_within_seconds(c
         await until(lambda: connected(other) == before + 2, timeout=10)
         doomed.kill()  # it cannot say its sockets closed
         # Not after their 45 s ping silence: the dead edge's key lapses and its sockets leave.
-        await until(lambda: connected(other) == before, timeout=15)
+        await until(lambda: connected(other) == before, timeout=40)
         assert "stopped renewing its key: its 2 socket(s) leave" in cluster.leader().log()
     finally:
         for worker in workers:
