@@ -68,13 +68,17 @@ class SimWorker:
             origin=self.base_url,
             max_size=None,
         )
-        hello = {"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": self.capabilities}
-        await self.send({**hello, "blobs": self.blobs, "tasks": self.held, "instance": self.instance})
+        await self.say_hello()
         welcome = json.loads(await self.ws.recv())
         if welcome["type"] != "welcome":
             raise RuntimeError(f"no welcome: {welcome}")
         self.reader = asyncio.create_task(self._read())
         return self
+
+    async def say_hello(self) -> None:
+        """At connecting, and again when an edge asks (another scheduler leads: hello-again)."""
+        hello = {"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": self.capabilities}
+        await self.send({**hello, "blobs": self.blobs, "tasks": self.held, "instance": self.instance})
 
     async def send(self, message: dict) -> None:
         await self.ws.send(json.dumps(message))
@@ -102,25 +106,31 @@ class SimWorker:
                 if (waiter := self.replies.pop(message.get("replyTo"), None)) is not None:
                     waiter.set_result(message)
                     continue
-                kind = message["type"]
-                if kind == "ping":
-                    await self._pong(message)
-                elif kind == "task-assign" and message.get("awaiting"):
-                    self.streaming[message["taskId"]] = message
-                elif kind == "task-input" and message["taskId"] in self.streaming:
-                    self.messages.append(message)
-                    self._fed(message)
-                elif kind == "task-assign":
-                    self._run(message)
-                elif kind == "task-cancel" and self.streaming.pop(message["taskId"], None) is not None:
-                    self.messages.append(message)
-                elif kind == "blob-receive" and self.on_blob_receive is not None:
-                    asyncio.create_task(self.on_blob_receive(self, message))
-                elif kind == "probe-offer":
-                    if self.on_probe_offer is not None:
-                        asyncio.create_task(self.on_probe_offer(self, message))
-                else:
-                    self.messages.append(message)
+                await self._handle(message)
+
+    async def _handle(self, message: dict) -> None:
+        kind = message["type"]
+        if kind == "ping":
+            await self._pong(message)
+        elif kind == "hello-again":
+            self.messages.append(message)
+            await self.say_hello()
+        elif kind == "task-assign" and message.get("awaiting"):
+            self.streaming[message["taskId"]] = message
+        elif kind == "task-input" and message["taskId"] in self.streaming:
+            self.messages.append(message)
+            self._fed(message)
+        elif kind == "task-assign":
+            self._run(message)
+        elif kind == "task-cancel" and self.streaming.pop(message["taskId"], None) is not None:
+            self.messages.append(message)
+        elif kind == "blob-receive" and self.on_blob_receive is not None:
+            asyncio.create_task(self.on_blob_receive(self, message))
+        elif kind == "probe-offer":
+            if self.on_probe_offer is not None:
+                asyncio.create_task(self.on_probe_offer(self, message))
+        else:
+            self.messages.append(message)
 
     async def _pong(self, ping: dict) -> None:
         if self.store_wait_ms is not None:

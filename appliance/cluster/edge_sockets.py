@@ -1,9 +1,10 @@
 """An edge's browser sockets, passed to and from the active scheduler over Redis (envelopes.py).
 
 The edge authenticates each socket (its cookie, against the shared database), then only carries
-frames: the scheduler runs the protocol. When another scheduler becomes the leader, the edge closes
-the sockets it opened under the old one (1012, "service restart"): each page reconnects at once
-and says hello to the new leader, which adopts the runs from their checkpoints as after a restart.
+frames: the scheduler runs the protocol. When another scheduler becomes the leader, the edge tells
+it of every socket again and asks each page to say hello again on the same socket (`hello-again`):
+the new leader takes the pages back as after a restart, adopting the runs from their checkpoints,
+without thousands of new connections at once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
+import msgspec
 from litestar import WebSocket
 
 from appliance.accounts.auth import client_address
@@ -22,19 +24,40 @@ from appliance.background import BackgroundTasks
 from appliance.cluster import envelopes as e
 from appliance.cluster.installation import installation_id
 from appliance.cluster.redis_link import Outbox, connect, listen
+from appliance.fleet import protocol as p
 from appliance.turn.service import TurnService
 
 log = logging.getLogger(__name__)
 
 CLOSE_SCHEDULER_CHANGED = 1012  # "service restart": the page reconnects
+# A page asked to say hello again that has not within this long is closed (it reconnects instead).
+HELLO_AGAIN_SECONDS = 10.0
+HELLO_AGAIN = p.encoder.encode(p.HelloAgain()).decode()
+
+
+class MessageType(msgspec.Struct):
+    type: str = ""
+
+
+read_type = msgspec.json.Decoder(MessageType).decode
 
 
 @dataclass
 class Held:
     socket: WebSocket
-    epoch: str  # the leader it was opened under ("" when none led)
+    opened: e.Opened  # told again to each new leader
+    epoch: str  # the leader it was opened under, or last said hello to ("" when none led)
     pending: collections.deque = field(default_factory=collections.deque)
     writer: asyncio.Task | None = None
+    # Asked to say hello again: what it sends before its hello is dropped, since the new leader
+    # would refuse it (the page sends its task reports again after the welcome).
+    awaiting_hello: bool = False
+
+    def says_hello(self, text: str | None) -> bool:
+        try:
+            return text is not None and read_type(text).type == "hello"
+        except msgspec.DecodeError:
+            return False
 
 
 class EdgeSockets:
@@ -84,14 +107,21 @@ class EdgeSockets:
         """Carry one browser's socket until it closes."""
         conn = uuid.uuid4().hex
         principal = socket.user
-        self.held[conn] = Held(socket, self.epoch)
-        self._up(e.Opened(self.edge, conn, principal, client_address(socket), self.turn.ice_servers(principal.user_id)))
+        ice_servers = self.turn.ice_servers(principal.user_id)
+        held = self.held[conn] = Held(
+            socket, e.Opened(self.edge, conn, principal, client_address(socket), ice_servers), self.epoch
+        )
+        self._up(held.opened)
         try:
             while True:
                 event = await socket.receive()
                 if event["type"] == "websocket.disconnect":
                     return
                 text = event.get("text")
+                if held.awaiting_hello:
+                    if not held.says_hello(text):
+                        continue
+                    held.awaiting_hello = False
                 self._up(e.Frame(conn, text=text, data=None if text is not None else event.get("bytes") or b""))
         finally:
             self.held.pop(conn, None)
@@ -142,9 +172,25 @@ class EdgeSockets:
             return
         self.leader = leader
         stale = [held for held in self.held.values() if held.epoch != leader.epoch]
-        log.info("edge %s: new leader %s; %d socket(s) reconnect to it", self.edge[:8], leader.url, len(stale))
+        log.info("edge %s: new leader %s; %d page(s) say hello to it", self.edge[:8], leader.url, len(stale))
         for held in stale:
-            await self._close(held, CLOSE_SCHEDULER_CHANGED, "the scheduler changed")
+            self._hello_again(held, leader.epoch)
+
+    def _hello_again(self, held: Held, epoch: str) -> None:
+        """The socket stays open: the new leader hears it opened, then the page's hello on it (no new
+        connection, authentication or reconnect backoff for thousands of pages at once)."""
+        held.epoch, held.awaiting_hello = epoch, True
+        held.pending.clear()  # what the old leader still had to send
+        self._up(held.opened)
+        held.pending.append(e.Frame(held.opened.conn, text=HELLO_AGAIN, epoch=epoch))
+        if held.writer is None:
+            held.writer = asyncio.get_running_loop().create_task(self._write(held))
+        asyncio.get_running_loop().call_later(HELLO_AGAIN_SECONDS, self._hello_overdue, held, epoch)
+
+    def _hello_overdue(self, held: Held, epoch: str) -> None:
+        """A page that did not say hello again (one of an older version) reconnects instead."""
+        if held.awaiting_hello and held.epoch == epoch and held.opened.conn in self.held:
+            self.background.spawn(self._close(held, CLOSE_SCHEDULER_CHANGED, "the scheduler changed"))
 
     def _turn_peers(self, message: e.TurnPeers) -> None:
         announced = self.turn.announced

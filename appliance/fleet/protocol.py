@@ -578,6 +578,11 @@ class Error(Base, tag="error"):
     reply_to: int | None = None
 
 
+class HelloAgain(Base, tag="hello-again"):
+    """From an edge (past one machine): another scheduler leads now; the page says hello on the same
+    socket, as after a reconnect (docs/protocol.md, "Edges")."""
+
+
 class Disconnect(Base, tag="disconnect"):
     reason: str
     # False: the worker page should not reconnect on its own (an admin sent it away).

@@ -470,6 +470,9 @@ export const SOCKET_MESSAGES = {
       message: {type: 'str', required: true},
       replyTo: {type: 'int', nullable: true, optional: true, default: null},
     },
+    // From an edge (past one machine): another scheduler leads now; the page says hello on the same socket, as after a
+    // reconnect (docs/protocol.md, "Edges").
+    'hello-again': {},
     disconnect: {reason: {type: 'str', required: true}, reconnect: {type: 'bool', optional: true, default: true}},
   },
 };

@@ -171,6 +171,11 @@ const handlers = {
   ping(m) { send({type: 'pong', id: m.id, storeWaitMs: store ? store.waitMs() : 0}); },
   async 'probe-offer'(m) { await answerProbe(m); },
   state(m) { setState(m.state); },
+  async 'hello-again'() {
+    state.connected = false;
+    show('reconnecting (the scheduler changed)…', 'status-connecting');
+    await sayHello();
+  },
   disconnect(m) {
     mayReconnect = m.reconnect !== false;
     // Not working for the appliance any more: say so at once, and Pause means nothing now.
@@ -240,6 +245,15 @@ function setState(value) {
   showContribution();
 }
 
+// Who this tab is, what its store holds and which tasks it has: at every connection, and on the same
+// socket when another scheduler leads (hello-again).
+async function sayHello() {
+  const hello = {type: 'hello', id: nextId++, workerId, capabilities: await capabilities()};
+  send({...hello, instance, blobs: await store.keys(), tasks: tasks.held()});
+  storedSent = '';
+  await refreshStored();
+}
+
 async function connect() {
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   socket = new WebSocket(`${scheme}//${location.host}/ws/worker`);
@@ -248,10 +262,7 @@ async function connect() {
   show(attempts ? `reconnecting (attempt ${attempts + 1})…` : 'connecting…', 'status-connecting');
   socket.onopen = async () => {
     opened = true;
-    const hello = {type: 'hello', id: nextId++, workerId, capabilities: await capabilities()};
-    send({...hello, instance, blobs: await store.keys(), tasks: tasks.held()});
-    storedSent = '';
-    await refreshStored();
+    await sayHello();
   };
   socket.onmessage = event => {
     let message, payload;
