@@ -4,9 +4,9 @@ The cluster is `peermr serve --role scheduler` twice (a leader and a standby) an
 N times, on one data dir, one PostgreSQL and one Redis that this bench starts (tests/services.py:
 Debian's binaries in a temporary directory). Simulated workers speak the worker protocol over real
 WebSockets from client processes of this bench (as bench/fleet_scale.py does for one process):
-hello, pongs to the scheduler's pings (every 15 s on an idle worker, through Redis), and, like the
-worker page, a reconnect with backoff and jitter when their socket closes (an edge closes them with
-1012 when another scheduler leads).
+hello, pongs to the scheduler's pings (every 15 s on an idle worker, through Redis), hello again
+on the same socket when its edge asks (another scheduler leads: hello-again), and, like the worker
+page, a reconnect with backoff and jitter when their socket closes.
 
 Measured, each against today's one process in the same run where there is one:
 - tasks/s: no-op tasks on simulated workers (bench/sched_overhead.py's NoopWorker and job shapes, smaller),
@@ -92,9 +92,9 @@ class Sim:
                         ping_interval=None,
                         max_queue=4,
                     )
-                    await ws.send(
-                        json.dumps({"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": CAPABILITIES})
-                    )
+                    hello = {"type": "hello", "id": 1, "workerId": self.worker_id, "capabilities": CAPABILITIES}
+                    hello = json.dumps(hello)
+                    await ws.send(hello)
                     while json.loads(await ws.recv())["type"] != "welcome":
                         pass
                 opened = True
@@ -111,6 +111,9 @@ class Sim:
                         if message["type"] == "ping":
                             await ws.send(json.dumps({"type": "pong", "id": message["id"]}))
                             self.stats["pongs"] += 1
+                    elif isinstance(raw, str) and '"hello-again"' in raw:  # another scheduler leads
+                        await ws.send(hello)
+                        self.stats["hellos_again"] = self.stats.get("hellos_again", 0) + 1
                 code = ws.close_code
             except asyncio.CancelledError:
                 raise
