@@ -399,3 +399,49 @@ async def test_a_reduce_waiting_for_its_input_on_a_browser_gone_silent_moves_to_
     finally:
         for w in workers:
             await w.close()
+
+
+async def test_a_rank_whose_browser_left_takes_the_spare_from_a_backup_for_slowness(appliance, carol_client, carol):
+    """Three ranks and one spare. Rank 0's map lags (one emit while the others made thousands), so the
+    spare runs a backup of it; then rank 2's browser leaves mid-map. No worker is free, but a task with
+    no attempt running comes before a second attempt of a slow one: the spare gives up its backup and
+    stands in for rank 2 at once, instead of the rank waiting out the reconnect grace."""
+    release = asyncio.Event()
+    names = ["lag-0001", "fast-0001", "left-0001", "spare-0006"]
+
+    async def task(worker: SimWorker, task: dict) -> None:
+        if task["kind"] != "map" or (worker.worker_id == "spare-0006" and task["rank"] == 2):
+            await finish_empty(worker, task)  # the stand-in finishes at once
+            return
+        emits = 1 if task["rank"] == 0 else 100_000
+        for beat in range(600):  # progress every 0.1 s (its sandbox's heartbeat), until released
+            if release.is_set():
+                break
+            await worker.send({"type": "task-progress", "taskId": task["taskId"], "emits": emits, "beats": beat})
+            await asyncio.sleep(0.1)
+        await finish_empty(worker, task)
+
+    workers = await copying_workers(appliance, cookie_of(carol_client), names, lambda name: copies(), on_task=task)
+    try:
+        run = carol.run(carol.job(job_script(workers=3)))
+        spare = workers[-1]
+        for _ in range(300):
+            if any(t["rank"] == 0 for t in spare.tasks):
+                break
+            await asyncio.sleep(0.1)
+        assert any(t["rank"] == 0 for t in spare.tasks), spare.tasks  # the backup of the lagging map
+        await workers[2].close()
+        for _ in range(300):
+            if any(t["rank"] == 2 for t in spare.tasks):
+                break
+            await asyncio.sleep(0.1)
+        release.set()
+        done = await carol.wait(run["id"], timeout=30)
+        assert done["state"] == "succeeded", done
+        log = log_text(carol, run["id"])
+        assert "on worker spare-0006 ended: its worker stands in for left-0001" in log, log
+        started = "worker left-0001 disconnected while running stage 1 (map) on rank 2 of group A: a backup attempt"
+        assert f"{started} starts on worker spare-0006 at once" in log, log
+    finally:
+        for w in workers:
+            await w.close()

@@ -3,6 +3,8 @@ first of the two to finish wins), and a validated run's tasks get the replicas t
 
 from __future__ import annotations
 
+import time
+
 from appliance.events import EndCause
 from appliance.fleet.registry import Worker
 from appliance.jobs.engine.ending import Ending
@@ -94,7 +96,7 @@ class Speculation:
         after the reconnect grace; False when the task may not be backed up or no worker is spare."""
         if not run.execution.may_back_up(task):
             return False
-        helper = self.placement.extra_worker(run, task)
+        helper = self.placement.extra_worker(run, task) or self._preempt(run, task)
         if helper is None:
             return False
         note = (
@@ -104,6 +106,20 @@ class Speculation:
         )
         self._start_extra(run, run.execution.backup(task, helper.worker_id), helper, note, level="warn")
         return True
+
+    def _preempt(self, run: LiveRun, task: Task) -> Worker | None:
+        """No worker is spare for a stand-in: one running a backup for slowness gives it up, since a task
+        whose browser left has no attempt running at all, and a slow one still has its own (whose
+        browser answers, and is not stalled). None when there is no such backup."""
+        now = time.monotonic()
+        for primary, backup in list(run.execution.backups.items()):
+            worker = self.shared.fleet.get(primary.worker_id or "")
+            if worker is None or not worker.answers(now) or primary.stalled or primary.worker_id in run.seats.away:
+                continue
+            self.placement.drop_extra(run, backup, TaskEvent.CANCEL, f"its worker stands in for {task.worker_id}")
+            if (helper := self.placement.extra_worker(run, task)) is not None:
+                return helper
+        return None
 
     async def _replicate(self, run: LiveRun, clock: float) -> None:
         """Validation: start the replica attempts validated tasks need; end the run when a task's
