@@ -30,8 +30,10 @@ from appliance.jobs.engine.coordinator import Coordinator
 
 log = logging.getLogger(__name__)
 
-# The exit status of a leader that lost its lock (EX_TEMPFAIL: start it again).
+# The exit status of a leader that lost its lock (EX_TEMPFAIL: start it again), and of a scheduler
+# that failed on its way to lead (a migration, say).
 LOST_LEADERSHIP = 75
+COULD_NOT_LEAD = 1
 # Paths a standby answers itself: the probes.
 STANDBY_PATHS = ("/health/", "/healthz")
 
@@ -65,12 +67,17 @@ class SchedulerRole:
         await self.leadership.release()
 
     async def _lead(self) -> None:
-        async with migrating(self.leadership.database_url):
-            await db.migrate()
-        await self.leadership.acquire()
-        log.info("leading: starting the engine")
-        await self.start_services()
-        await self.link.start()
+        try:
+            async with migrating(self.leadership.database_url):
+                await db.migrate()
+            await self.leadership.acquire()
+            log.info("leading: starting the engine")
+            await self.start_services()
+            await self.link.start()
+        except Exception:
+            # Not a standby that can never lead, answering its probes for ever: its supervisor sees it fail.
+            log.critical("could not become a scheduler that leads or stands by: exiting", exc_info=True)
+            os._exit(COULD_NOT_LEAD)
         self.leading = True
         self.coordinator.serving()  # re-adopted runs wait for their workers from now, as after a restart
         await self.leadership.lost.wait()
