@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 FLUSH_SECONDS = 1.0
 MAX_LINES = 100_000
 COORDINATOR = "coordinator"
+# The coordinator's lines about the run's browsers leaving, doubling up and coming back: the run
+# page's "Browsers" panel lists them (a warning when the run lost a browser, info when it gained one).
+FLEET = "fleet"
 
 
 class RunLogs:

@@ -27,6 +27,7 @@ from appliance.errors import InvalidRequest, NotFound, ServiceError
 from appliance.jobs import listing, parameters, priors, service, stages, views
 from appliance.jobs.access import coordinator_of
 from appliance.jobs.api_routes import appliance_origin, parameter_download
+from appliance.jobs.logs import FLEET
 from appliance.jobs.outputs import cloud_reader, csv_rows, json_lines
 from appliance.jobs.service import JobInfo, RunInfo
 from appliance.jobs.spec import ScriptError
@@ -36,6 +37,7 @@ from appliance.web.rendering import is_htmx, page, redirect
 
 JOBS = "/ui/jobs"
 RUNS = "/ui/runs"
+FLEET_LINES = 200  # the run page's Browsers panel: the first changes (a run that churns more has its log)
 # Log lines per fragment: the first render and each poll of the tail read at most this many.
 LOG_BATCH = 2000
 # After a run ended, the tail keeps polling this long for the last lines the log writer flushes.
@@ -350,6 +352,8 @@ async def _live_context(request: Request, run: RunInfo, output: dict | None = No
         # (group, stage) -> share done, throughput and time left (while it runs) of each stage that started
         "figures": figures,
         "seconds": views.run_seconds(run),
+        # When the run lost a browser, doubled one up or gained one, and why (the coordinator's lines).
+        "fleet_changes": [line for _, line in await service.run_logs(actor, run.id, source=FLEET, limit=FLEET_LINES)],
         # Kept when the run ends.
         "parameters": [] if views.is_active(run) else await parameters.list_parameters(actor, run.id),
         **await _output_context(request, run, **(output or {"group": "A", "page_number": 1})),

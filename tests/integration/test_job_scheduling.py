@@ -198,6 +198,13 @@ async def test_a_worker_that_vanishes_mid_task_is_replaced(appliance, people, ca
         # Its map ran again on another worker, which then held the lost rank.
         assert "disconnected" in logs, logs
         assert "moves to worker" in logs or "took over rank" in logs, logs
+        # The run page's Browsers panel says the run lost one, and why.
+        page = people["carol"].get(f"/ui/runs/{run['id']}").text
+        panel = page.split('id="fleet-changes"')[1].split("</section>")[0]
+        shrank = [row for row in panel.split("<tr")[1:] if 'class="fleet-shrank"' in row]
+        assert shrank and "disconnected" in shrank[0], panel
+        if "took over rank" in logs:
+            assert 'class="fleet-grew"' in panel and "took over rank" in panel, panel
     finally:
         for w in steady:
             await w.close()

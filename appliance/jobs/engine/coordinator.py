@@ -28,7 +28,7 @@ from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.speculation import Speculation
 from appliance.jobs.engine.staging import Staging
 from appliance.jobs.execution import TaskEvent
-from appliance.jobs.logs import RunLogs
+from appliance.jobs.logs import FLEET, RunLogs
 from appliance.jobs.peers import Peers
 from appliance.jobs.scheduling_policy import SchedulingPolicy
 from appliance.jobs.spec import JobSpec
@@ -182,6 +182,7 @@ class Coordinator:
                     f"worker {worker.worker_id} disconnected holding what no other worker had: "
                     f"{places(run.execution, again)} run again",
                     level="warn",
+                    source=FLEET,
                 )
             return
         task = running[0]
@@ -194,6 +195,7 @@ class Coordinator:
                 f"worker {backup.worker_id} stands in for it (if the browser comes back within {grace} s, the "
                 "first to finish wins)",
                 level="warn",
+                source=FLEET,
             )
             return
         if self.speculation.stand_in(run, task):
@@ -209,6 +211,7 @@ class Coordinator:
             f"worker {worker.worker_id} disconnected while running {run.where(task)}; "
             f"its rank waits up to {grace} s for it",
             level="warn",
+            source=FLEET,
         )
 
     def task_message(self, event: TaskMessage) -> None:

@@ -17,6 +17,7 @@ from appliance.jobs import selection
 from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.execution import Attempt, Task, TaskEvent, Try
+from appliance.jobs.logs import FLEET
 from appliance.jobs.metrics import TASK_FAILURES
 from appliance.jobs.peers import Peers
 
@@ -111,13 +112,16 @@ class Placement:
                     f"worker {worker.worker_id} takes rank {rank} of group {group} as well: no other eligible "
                     "worker is free",
                     level="warn",
+                    source=FLEET,
                 )
                 continue
             if worker is None:
                 run.seats.vacant_since.setdefault((group, rank), time.monotonic())
                 continue
             self.bind_rank(run, group, rank, worker)
-            self.shared.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
+            self.shared.logs.add(
+                run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}", source=FLEET
+            )
 
     def _co_holder(self, run: LiveRun) -> Worker | None:
         """The connected worker of the run holding the fewest of its ranks, in a run whose ranks do
@@ -147,7 +151,9 @@ class Placement:
             if (worker := self.idle_worker(run)) is None:
                 return
             self.bind_rank(run, group, rank, worker)
-            self.shared.logs.add(run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}")
+            self.shared.logs.add(
+                run.run_id, f"worker {worker.worker_id} took over rank {rank} of group {group}", source=FLEET
+            )
 
     @staticmethod
     def _doubled(run: LiveRun) -> list[tuple[str, int]]:
@@ -186,7 +192,7 @@ class Placement:
         if effect.judged:
             if worker is None or worker_id in seats.excluded:
                 return []
-            self.shared.logs.add(run.run_id, f"worker {worker_id} taken off the run: {why}", level="warn")
+            self.shared.logs.add(run.run_id, f"worker {worker_id} taken off the run: {why}", level="warn", source=FLEET)
         if cause is Unbind.EXTRA_ENDED:
             if worker_id not in seats.helpers or any(t.worker_id == worker_id for t in run.execution.active):
                 self.shared.wake.set()
@@ -214,6 +220,7 @@ class Placement:
                     run.run_id,
                     f"worker {heir.worker_id} took over rank {rank} of group {group} (its backup attempt goes on "
                     "as the rank's task)",
+                    source=FLEET,
                 )
             if why is None:
                 continue
@@ -226,6 +233,7 @@ class Placement:
                 f"worker {worker_id} (rank {rank} of group {group}) {why}; "
                 f"{len(again)} task(s) will run again on its replacement",
                 level="warn",
+                source=FLEET,
             )
         return again
 

@@ -13,6 +13,7 @@ from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.staging import Staging
 from appliance.jobs.execution import Attempt, Task, TaskEvent
+from appliance.jobs.logs import COORDINATOR, FLEET
 
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
 # every scheduling round (thousands a second while short tasks finish).
@@ -104,7 +105,7 @@ class Speculation:
             f"a backup attempt starts on worker {helper.worker_id} at once (if the browser comes back "
             f"within {self.shared.settings.job_reconnect_grace_seconds} s, the first to finish wins)"
         )
-        self._start_extra(run, run.execution.backup(task, helper.worker_id), helper, note, level="warn")
+        self._start_extra(run, run.execution.backup(task, helper.worker_id), helper, note, level="warn", source=FLEET)
         return True
 
     def _preempt(self, run: LiveRun, task: Task) -> Worker | None:
@@ -148,8 +149,10 @@ class Speculation:
         self._start_extra(run, replica, worker, note)
         return True
 
-    def _start_extra(self, run: LiveRun, attempt: Attempt, worker: Worker, note: str, level: str = "info") -> None:
+    def _start_extra(
+        self, run: LiveRun, attempt: Attempt, worker: Worker, note: str, level: str = "info", source: str = COORDINATOR
+    ) -> None:
         """A worker takes an extra attempt (backup or replica) of the run, and it starts."""
         self.placement.bind_extra(run, worker)
-        self.shared.logs.add(run.run_id, note, level=level)
+        self.shared.logs.add(run.run_id, note, level=level, source=source)
         self.shared.spawn(self.staging.launch(run, attempt))
