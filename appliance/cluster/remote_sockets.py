@@ -109,7 +109,7 @@ class EdgeLink:
         self.outbox.start()
         self.background.spawn(listen(self.client, [self.channels.up], self._up))
         self.background.every(e.EDGE_RENEW_SECONDS, self._drop_dead_edges)
-        # After subscribing: the sockets edges close at this announcement reconnect to us.
+        # After subscribing: at this announcement the edges tell us of their sockets again.
         await asyncio.sleep(0.1)
         await self._renew_announcement()
         await self.client.publish(self.channels.leader, e.encode(e.Leader(self.epoch, self.url)))
