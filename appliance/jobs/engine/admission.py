@@ -76,6 +76,8 @@ class Admission:
 
     async def start_queued(self) -> None:
         await self._expire()
+        if not self.queue:
+            return  # a round per joining worker must not walk the whole fleet for nothing (n² as a fleet joins)
         present = [w for w in self.shared.fleet.workers.values() if not w.paused]
         idle = [w for w in present if not w.busy]
         eligible = {
