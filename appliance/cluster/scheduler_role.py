@@ -103,6 +103,10 @@ class StandbyGate(ASGIMiddleware):
             await next_app(scope, receive, send)
             return
         if scope["type"] == "websocket":
+            # Accepted, then closed with 1013 ("try again later"): a page reconnects after it, where a
+            # refused handshake would read as its sign-in no longer being valid.
+            await receive()
+            await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": 1013, "reason": "a standby scheduler"})
             return
         body = json.dumps({"status_code": 503, "detail": "a standby scheduler: another one leads"}).encode()

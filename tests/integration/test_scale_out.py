@@ -11,6 +11,8 @@ import re
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.cluster import Cluster, leader_status, wait_for_leader
 from tests.integration.test_billing_cli_webhook import run_python
@@ -56,6 +58,10 @@ async def test_a_standby_takes_over_a_killed_scheduler_and_the_run_finishes_thro
     assert all(leader_status(edge) == 429 for edge in edges)  # edges never lead
     # A standby serves its probes and nothing else; the edges pass the dashboard to the leader.
     assert httpx.get(f"{second.url}/login", timeout=5).status_code == 503
+    async with connect(second.url.replace("http", "ws", 1) + "/ws/worker", origin=second.url) as socket:
+        with pytest.raises(ConnectionClosed) as closed:
+            await socket.recv()
+    assert closed.value.rcvd.code == 1013  # "try again later": a page that reached it reconnects
     assert httpx.get(f"{edges[1].url}/login", timeout=5).status_code == 200
 
     # Two workers, one on each edge, run a 2-rank job into its reduce.
