@@ -32,7 +32,6 @@ import multiprocessing
 import os
 import random
 import re
-import resource
 import signal
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.fleet_scale import raise_fd_limit, rss_mib  # noqa: E402
 from bench.sched_overhead import JOB, NOOP, NoopWorker, Tally, cpu_seconds  # noqa: E402
 from bench.wordcount import Foreign, idle_share  # noqa: E402
 from tests.sim_workers import cookie_of  # noqa: E402
@@ -51,18 +51,6 @@ from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client  # noqa
 CAPABILITIES = {"cores": 4, "memoryGib": 8, "userAgent": "Mozilla/5.0 Chrome/156.0 Simulated", "gpu": None}
 CONNECT_CONCURRENCY = 64  # per client process
 GRACE = "3"
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def raise_fd_limit() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 # ------------------------------------------------------------------ client processes

@@ -14,25 +14,14 @@ from collections import Counter
 import pytest
 
 from tests.cluster import Cluster, haproxy_config, wait_for_leader
-from tests.e2e.test_jobs_in_browsers import CorpusServer
+from tests.e2e.test_restart_in_browsers import data_server as data_server  # the corpus and its server: fixtures
 from tests.e2e.test_restart_in_browsers import every_rank_logged
-from tests.e2e.test_stragglers_in_browsers import PARTS, job_script, log_text, make_corpus, output, start
+from tests.e2e.test_restart_in_browsers import texts as texts
+from tests.e2e.test_stragglers_in_browsers import PARTS, job_script, log_text, output, start
 from tests.e2e.test_stragglers_in_browsers import wait as wait_for_end
 from tests.support import free_port
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def texts():
-    return make_corpus(seed=9, lines=600)
-
-
-@pytest.fixture(scope="module")
-def data_server(texts):
-    server = CorpusServer({f"/part-{i}.txt": t.encode() for i, t in enumerate(texts)})
-    yield server
-    server.shutdown()
 
 
 class Front:
