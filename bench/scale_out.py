@@ -43,7 +43,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.fleet_scale import raise_fd_limit, rss_mib  # noqa: E402
-from bench.sched_overhead import JOB, NOOP, NoopWorker, Tally, cpu_seconds  # noqa: E402
+from bench.sched_overhead import JOB, NOOP, NoopWorker, Tally, cpu_seconds, ended  # noqa: E402
 from bench.wordcount import Foreign, idle_share  # noqa: E402
 from tests.sim_workers import cookie_of  # noqa: E402
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client  # noqa: E402
@@ -269,11 +269,7 @@ async def one_run(api: httpx.AsyncClient, job_id: int, tasks: int, tally: Tally,
     response.raise_for_status()
     run_id = response.json()["id"]
     await asyncio.wait_for(tally.all_done.wait(), 600)
-    while True:
-        run = (await api.get(f"/runs/{run_id}")).json()
-        if run["state"] not in ("queued", "running"):
-            break
-        await asyncio.sleep(0.01)
+    run = await ended(api, run_id)
     wall = time.perf_counter() - started
     if run["state"] != "succeeded":
         raise RuntimeError(f"run {run_id} {run['state']}: {run['reason']}")

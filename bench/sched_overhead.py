@@ -157,6 +157,15 @@ class Tally:
             self.all_done.set()
 
 
+async def ended(api: httpx.AsyncClient, run_id: int) -> dict:
+    """The run once it ended (its start is stored after its first tasks began: it may still read as queued)."""
+    while True:
+        run = (await api.get(f"/runs/{run_id}")).json()
+        if run["state"] not in ("queued", "running"):
+            return run
+        await asyncio.sleep(0.01)
+
+
 async def one_run(api: httpx.AsyncClient, job_id: int, tasks: int, tally: Tally, pid: int) -> dict:
     tally.expect(tasks)
     cpu_app, cpu_self = cpu_seconds(pid), time.process_time()
@@ -166,11 +175,7 @@ async def one_run(api: httpx.AsyncClient, job_id: int, tasks: int, tally: Tally,
     run_id = response.json()["id"]
     await asyncio.wait_for(tally.all_done.wait(), 600)
     cpu_app_tasks = cpu_seconds(pid) - cpu_app
-    while True:  # (the run's start is stored after its first tasks began: it may still read as queued)
-        run = (await api.get(f"/runs/{run_id}")).json()
-        if run["state"] not in ("queued", "running"):
-            break
-        await asyncio.sleep(0.01)
+    run = await ended(api, run_id)
     wall = time.perf_counter() - started
     if run["state"] != "succeeded":
         raise RuntimeError(f"run {run_id} {run['state']}: {run['reason']}")

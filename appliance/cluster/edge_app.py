@@ -23,7 +23,7 @@ from appliance.cluster import redis_link
 from appliance.cluster.edge_sockets import EdgeSockets
 from appliance.cluster.leader_proxy import LeaderProxy
 from appliance.config import Settings
-from appliance.fleet.connection import CLOSE_POLICY, same_origin
+from appliance.fleet.connection import accept
 from appliance.resources import static_dir
 from appliance.secret_keys import load_or_create_secrets
 from appliance.turn import routes as turn_routes
@@ -38,11 +38,8 @@ LOCAL_PATHS = re.compile(r"^/(healthz$|health/|static/|worker/ice-servers$|ws/)"
 
 @websocket("/ws/worker", opt=access(WORKER_BROWSER))
 async def edge_worker_socket(socket: WebSocket) -> None:
-    if not same_origin(socket):
-        await socket.close(code=CLOSE_POLICY, reason="cross-site connection refused")
-        return
-    await socket.accept()
-    await socket.app.state.edge.serve(socket)
+    if await accept(socket):
+        await socket.app.state.edge.serve(socket)
 
 
 class EdgeApp:

@@ -130,7 +130,7 @@ class EdgeSockets:
     async def _message(self, channel: str, payload: bytes) -> None:
         try:
             if channel == self.channels.leader:
-                await self._new_leader(e.decode_leader(payload))
+                self._new_leader(e.decode_leader(payload))
             elif channel == self.channels.turn:
                 self._turn_peers(e.decode_turn(payload))
             else:
@@ -142,6 +142,9 @@ class EdgeSockets:
         held = self.held.get(message.conn)
         if held is None or message.epoch != self.epoch:
             return  # gone already, or from a scheduler that no longer leads
+        self._queue(held, message)
+
+    def _queue(self, held: Held, message: e.Down) -> None:
         held.pending.append(message)
         if held.writer is None:
             held.writer = asyncio.get_running_loop().create_task(self._write(held))
@@ -167,7 +170,7 @@ class EdgeSockets:
         with contextlib.suppress(Exception):
             await held.socket.close(code=code, reason=reason[:120])
 
-    async def _new_leader(self, leader: e.Leader) -> None:
+    def _new_leader(self, leader: e.Leader) -> None:
         if self.leader is not None and leader.epoch == self.leader.epoch:
             return
         self.leader = leader
@@ -182,9 +185,7 @@ class EdgeSockets:
         held.epoch, held.awaiting_hello = epoch, True
         held.pending.clear()  # what the old leader still had to send
         self._up(held.opened)
-        held.pending.append(e.Frame(held.opened.conn, text=HELLO_AGAIN, epoch=epoch))
-        if held.writer is None:
-            held.writer = asyncio.get_running_loop().create_task(self._write(held))
+        self._queue(held, e.Frame(held.opened.conn, text=HELLO_AGAIN, epoch=epoch))
         asyncio.get_running_loop().call_later(HELLO_AGAIN_SECONDS, self._hello_overdue, held, epoch)
 
     def _hello_overdue(self, held: Held, epoch: str) -> None:

@@ -46,7 +46,7 @@ class LeaderProxy:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         base = self.leader_url()
         if base is None:
-            await _unavailable(send, "no scheduler leads yet; try again in a few seconds")
+            await unavailable(send, "no scheduler leads yet; try again in a few seconds")
             return
         path = scope.get("raw_path") or scope["path"].encode()
         query = scope.get("query_string", b"")
@@ -57,7 +57,7 @@ class LeaderProxy:
         try:
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            await _unavailable(send, f"the active scheduler did not answer ({type(exc).__name__})")
+            await unavailable(send, f"the active scheduler did not answer ({type(exc).__name__})")
             return
         try:
             headers = [(k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP]
@@ -98,7 +98,8 @@ async def _body(receive: Receive):
             return
 
 
-async def _unavailable(send: Send, why: str) -> None:
+async def unavailable(send: Send, why: str) -> None:
+    """503, saying why, with Retry-After (no scheduler leads here yet)."""
     body = json.dumps({"status_code": 503, "detail": why}).encode()
     headers = [(b"content-type", b"application/json"), (b"retry-after", RETRY_SECONDS.encode())]
     await send({"type": "http.response.start", "status": 503, "headers": headers})

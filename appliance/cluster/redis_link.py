@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 
 import redis.asyncio as redis
 
+from appliance.web.ops import CHECK_SECONDS
+
 log = logging.getLogger(__name__)
 
 # The largest batch one pipeline carries: bounds the memory of a burst, not its order.
@@ -22,10 +24,6 @@ BATCH = 1024
 
 def connect(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, health_check_interval=10, socket_keepalive=True)
-
-
-# A probe that hangs is as bad as one that fails (web/ops.py).
-CHECK_SECONDS = 5
 
 
 def answers(client: redis.Redis) -> Callable[[], Awaitable[str | None]]:

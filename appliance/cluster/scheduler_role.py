@@ -10,7 +10,6 @@ be the only writer. Its supervisor (systemd) starts it again as a standby.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from appliance import db
 from appliance.background import BackgroundTasks
 from appliance.cluster import redis_link
+from appliance.cluster.leader_proxy import unavailable
 from appliance.cluster.leadership import Leadership, migrating
 from appliance.cluster.remote_sockets import EdgeLink
 from appliance.config import Settings
@@ -109,7 +109,4 @@ class StandbyGate(ASGIMiddleware):
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": 1013, "reason": "a standby scheduler"})
             return
-        body = json.dumps({"status_code": 503, "detail": "a standby scheduler: another one leads"}).encode()
-        headers = [(b"content-type", b"application/json"), (b"retry-after", b"2")]
-        await send({"type": "http.response.start", "status": 503, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await unavailable(send, "a standby scheduler: another one leads")

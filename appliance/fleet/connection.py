@@ -414,12 +414,19 @@ _HANDLERS: dict[type, Callable[[Session, Any], Awaitable[None]]] = {
 }
 
 
-@websocket("/ws/worker", opt=access(WORKER_BROWSER))
-async def worker_socket(socket: WebSocket) -> None:
+async def accept(socket: WebSocket) -> bool:
+    """Accept a worker page's socket, or close one a page of another site opened (False)."""
     if not same_origin(socket):
         await socket.close(code=CLOSE_POLICY, reason="cross-site connection refused")
-        return
+        return False
     await socket.accept()
+    return True
+
+
+@websocket("/ws/worker", opt=access(WORKER_BROWSER))
+async def worker_socket(socket: WebSocket) -> None:
+    if not await accept(socket):
+        return
     await Session(socket, socket.app.state.fleet, socket.app.state.turn.ice_servers).run()
 
 
