@@ -449,6 +449,9 @@ class TaskAssign(Base, tag="task-assign"):
     awaiting: list[int] = msgspec.field(default_factory=list)
     # The input function: how many chunks each rank's piece is cut into (piece rank * chunks + chunk).
     chunks: int = 1
+    # The input function: rank r's share of the array (its piece is in proportion, contiguous, in rank
+    # order); empty for equal pieces.
+    shares: list[int] = msgspec.field(default_factory=list)
     # A reduce: how many map tasks it reads (one per rank, or per chunk of a split map stage).
     producers: int = 0
 

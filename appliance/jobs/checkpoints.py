@@ -25,7 +25,7 @@ import time
 import msgspec
 
 from appliance.clock import now
-from appliance.jobs.execution import AttemptRecord, Output, RunExecution, Task, TaskEvent
+from appliance.jobs.execution import INPUT_STAGE, AttemptRecord, Output, RunExecution, Task, TaskEvent
 from appliance.jobs.tables import RunCheckpoint
 
 # 2: tasks and attempts name their chunk (a checkpoint of format 1 makes its run start over).
@@ -88,6 +88,9 @@ class Checkpoint(msgspec.Struct):
     # Parameter server: per group, each rank's clock when its task began (its values are kept in
     # jobs_parameter, written by the coordinator beside the checkpoint).
     clocks: dict[str, list[int]] = {}
+    # Per group, how its input was cut (RunExecution.input_shares; [] for equal pieces): an input
+    # computed again after the restart is cut as the maps that already read it saw it.
+    shares: dict[str, list[int]] = {}
 
 
 _encoder = msgspec.json.Encoder()
@@ -160,6 +163,7 @@ def capture(
         sorted(execution.unspeculated),
         dict(accounts),
         clocks,
+        {letter: group.shares for letter, group in execution.groups.items() if group.shares is not None},
     )
 
 
@@ -175,6 +179,11 @@ def restore(execution: RunExecution, checkpoint: Checkpoint) -> list[Task]:
     for letter, ranks in checkpoint.ranks.items():
         execution.groups[letter].ranks = list(ranks)
     saved = {(t.group, t.stage, t.rank, t.chunk): t for t in checkpoint.tasks}
+    for letter, group in execution.groups.items():
+        if letter in checkpoint.shares:
+            group.shares = list(checkpoint.shares[letter])
+        elif (letter, INPUT_STAGE, 0, 0) in saved:
+            group.shares = []  # its input started before checkpoints kept shares: it was cut equally
 
     def finished(letter: str, stage: int, rank: int) -> bool:
         entry = saved.get((letter, stage, rank, 0))  # a stage that talks runs one task per rank

@@ -12,7 +12,7 @@ chunk (it pulls work as it frees up, so a fast browser does more than a slow one
 is its chunks' outputs in chunk order, which is what one task per rank would have written.
 
 How a stage's output is partitioned depends on what reads it (docs/architecture.md, "Jobs"):
-``chunks`` for the input (contiguous pieces: the rank's piece r as the seed splits it, then that in
+``chunks`` for the input (contiguous pieces: the rank's piece r, equal or by speed (input_shares), then that in
 contiguous chunks, piece r * chunks + c for chunk c of rank r), ``hash`` when a reduce stage follows
 (every reduce rank needs its keys from every producer), ``rank`` otherwise (the next map task r
 reads only task r's output, so it can start as soon as that one task is done).
@@ -49,6 +49,13 @@ GROUP_LETTERS = string.ascii_uppercase
 # task-assign, a report: tens of milliseconds) stay small beside its work. Fixed, not a setting: a
 # run re-adopted after a restart must split its stages as it did before.
 CHUNKS_PER_RANK = 4
+# The input is cut in proportion to the speeds of the browsers that take its pieces (input_shares)
+# only when the fastest is at least this many times the slowest: an estimate moves by a few tens of
+# percent from run to run on equal machines, and cutting by that noise would make one of them late.
+SHARE_SPREAD = 1.5
+# Shares are whole numbers (the page cuts with integers, so both sides agree on every bound): the
+# fastest browser's is SHARE_SCALE, and none is below SHARE_SCALE / 16.
+SHARE_SCALE = 64
 
 
 def stage_label(stage: int) -> str:
@@ -95,6 +102,7 @@ class Try:
     # ``awaiting`` (ranks whose pieces are still to be sent) are done and their pieces sent.
     streaming: bool = False
     awaiting: set[int] = field(default_factory=set)
+    work: int = 0  # the records it read, once done (engine/speeds.py)
 
     @property
     def id(self) -> str:
@@ -218,6 +226,8 @@ class Group:
         self.stage_done: dict[int, int] = dict.fromkeys(self.stage_size, 0)
         # Started stages with tasks not done yet (the ones a stage timeout can still hit).
         self.open_stages: set[int] = set()
+        # How the input is cut among the ranks (RunExecution.input_shares): None until its first start.
+        self.shares: list[int] | None = None
 
     def first_not_done(self, rank: int) -> Task | None:
         tasks, index = self.by_rank[rank], self.cursor[rank]
@@ -424,6 +434,30 @@ class RunExecution(Stragglers, Agreement):
     def partition_read(self, task: Task) -> int:
         """The partition a task reads: its chunk of the input for the first stage, its rank's after."""
         return task.rank * self.chunks[0] + task.chunk if task.stage == 0 else task.rank
+
+    def input_shares(self, letter: str, speed: Callable[[str], float]) -> list[int]:
+        """Rank r's share of the group's input (the page cuts it into contiguous pieces in proportion,
+        static/worker/sandbox.js), or [] for equal pieces. Unequal only where where the cuts fall
+        changes no result: the first stage is a map that feeds a reduce (which sees every value, in
+        input order, however the input was cut) and neither talks to other ranks nor keeps state per
+        rank. Decided at the input task's first start from the speeds of the ranks' browsers, then
+        kept (a checkpoint keeps it too): the input computed again is cut as the maps before read it."""
+        group = self.groups[letter]
+        if group.shares is None:
+            first = self.spec.stages[0]
+            weighed = (
+                first.kind == "map"
+                and self.partitioning(0) == "hash"
+                and not first.talks_to_ranks
+                and not reads_rank_state(first.source)
+            )
+            speeds = [speed(w) if w else 1.0 for w in group.ranks]
+            group.shares = []
+            if weighed and max(speeds) >= SHARE_SPREAD * min(speeds):
+                fastest = max(speeds)
+                group.shares = [max(SHARE_SCALE // 16, round(SHARE_SCALE * s / fastest)) for s in speeds]
+            self.changes += 1
+        return group.shares
 
     def partitions(self, stage: int) -> int:
         """How many partitions the stage's output has."""

@@ -390,6 +390,7 @@ export const SOCKET_MESSAGES = {
       warm: {type: 'str', optional: true, default: ''},
       awaiting: {type: 'list', items: {type: 'int'}, optional: true, default: []},
       chunks: {type: 'int', optional: true, default: 1},
+      shares: {type: 'list', items: {type: 'int'}, optional: true, default: []},
       producers: {type: 'int', optional: true, default: 0},
     },
     // The pieces of one more producer of a streaming reduce, now in the worker's store (in the producer's order; none

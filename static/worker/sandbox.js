@@ -906,9 +906,23 @@
     return {arrived, result};
   }
 
-  // The input function's array, keyed by index, in workerCount contiguous pieces (the first len % W one
-  // longer), each cut the same way into spec.chunks contiguous chunks: chunk c of rank r is partition
-  // r * chunks + c, so a rank's chunks together hold its piece.
+  // Rank r's piece of an array of `length`: contiguous, in rank order; equal (the first length % W one
+  // longer) or, with spec.shares, in proportion to rank r's share (integer arithmetic, as the
+  // appliance reckons them).
+  function piece(length, rank) {
+    const shares = task.spec.shares;
+    if (!shares?.length) return collectives.bounds(length, task.spec.workerCount, rank);
+    let before = 0, total = 0;
+    for (let r = 0; r < shares.length; r++) {
+      if (r < rank) before += shares[r];
+      total += shares[r];
+    }
+    return [Math.floor(length * before / total), Math.floor(length * (before + shares[rank]) / total)];
+  }
+
+  // The input function's array, keyed by index, in workerCount contiguous pieces (piece), each cut
+  // into spec.chunks contiguous chunks (the first len % chunks one longer): chunk c of rank r is
+  // partition r * chunks + c, so a rank's chunks together hold its piece.
   function emitChunks(result) {
     if (result == null && task.emits > 0) return;  // it emitted its records itself
     if (result == null || typeof result === 'string' || typeof result[Symbol.iterator] !== 'function') {
@@ -917,7 +931,7 @@
     const items = Array.isArray(result) ? result : Array.from(result);
     const chunks = task.spec.chunks ?? 1;  // left out of the message when 1
     for (let rank = 0; rank < task.spec.workerCount; rank++) {
-      const [from, to] = collectives.bounds(items.length, task.spec.workerCount, rank);
+      const [from, to] = piece(items.length, rank);
       for (let chunk = 0; chunk < chunks; chunk++) {
         const [start, end] = collectives.bounds(to - from, chunks, chunk);
         for (let i = from + start; i < from + end; i++) addRecord(rank * chunks + chunk, i, items[i]);

@@ -297,6 +297,27 @@ def test_word_count_through_input_map_and_reduce(harness):
     assert harness.page.evaluate("harness.busy") == [True, False] * 5
 
 
+def test_the_input_is_cut_in_proportion_to_the_ranks_shares(harness):
+    """The appliance cuts the input in proportion to its browsers' speeds (task-assign ``shares``):
+    contiguous pieces in rank order, then each rank's piece in its chunks as usual."""
+    script = harness.job("shares", [WORD_COUNT_MAP, WORD_COUNT_REDUCE], WORD_COUNT_INPUT)
+
+    def pieces(**fields) -> dict:
+        end, _ = harness.ok(script, kind="input", workerCount=2, shares=[3, 1], **fields)
+        return {o["partition"]: harness.records(codecs.JSON, [o]) for o in end["outputs"]}
+
+    # 7 lines, 3:1 -> rank 0 the first floor(7 * 3 / 4) = 5.
+    assert pieces() == {0: list(enumerate(LINES[:5])), 1: list(enumerate(LINES[5:], 5))}
+    # In 2 chunks a rank (the first one longer): partition rank * 2 + chunk.
+    in_chunks = pieces(chunks=2)
+    assert in_chunks == {
+        0: list(enumerate(LINES[:3])),
+        1: list(enumerate(LINES[3:5], 3)),
+        2: [(5, LINES[5])],
+        3: [(6, LINES[6])],
+    }
+
+
 FLUSH_MAP = """async function map(x) {
   for (const [k, v] of x) {
     context.emit(k, v);

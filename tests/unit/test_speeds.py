@@ -1,17 +1,22 @@
-"""Each browser's speed estimate from its finished tasks (jobs/engine/speeds.py)."""
+"""Each browser's speed estimate from its finished tasks (jobs/engine/speeds.py), and the input cut
+in proportion to the speeds of the ranks' browsers (RunExecution.input_shares)."""
 
 from __future__ import annotations
 
 import pytest
 
+from appliance.jobs import checkpoints
 from appliance.jobs.engine.speeds import Speeds
-from appliance.jobs.execution import Output, RunExecution
+from appliance.jobs.execution import INPUT_STAGE, SHARE_SCALE, Output, RunExecution
 from appliance.jobs.spec import JobSpec, StageSpec
 
+MAP = "async function map(x) { for await (const kv of x) context.emit(kv[1], 1); }"
+REDUCE = "async function reduce(kv) {}"
 
-def run_of(workers: list[str]) -> RunExecution:
+
+def run_of(workers: list[str], *stages: tuple[str, str]) -> RunExecution:
     spec = JobSpec(
-        stages=[StageSpec(kind="map", source="async function f(x) {}")],
+        stages=[StageSpec(kind=kind, source=source) for kind, source in stages or [("map", MAP), ("reduce", REDUCE)]],
         worker_count=len(workers),
         input_source="async function input() { return []; }",
     )
@@ -21,22 +26,83 @@ def run_of(workers: list[str]) -> RunExecution:
     return run
 
 
-def work(run: RunExecution, task, worker: str, seconds: float, at: float) -> None:
+def work(run: RunExecution, task, worker: str, seconds: float, at: float, outputs: list[Output] = ()) -> None:
     run.start(task, worker, now=at)
     run.running(task, now=at)
-    run.done(task, [Output(0, task.id.ljust(64, "0"), 1, 1, {worker})], emits=1, cpu_ms=1, now=at + seconds)
+    run.done(task, list(outputs) or [Output(0, task.id.ljust(64, "0"), 1, 1, {worker})], 1, 1, now=at + seconds)
 
 
-def test_a_browser_twice_as_fast_as_the_stage_scores_above_one_and_a_slow_one_below():
+def cut_input(run: RunExecution, records: list[int]) -> list:
+    """The input task done, rank r's piece holding records[r] records; the map tasks, in rank order."""
+    source = run.task("A", INPUT_STAGE, 0)
+    pieces = [Output(r, f"in-{r}".ljust(64, "0"), 10, n, {"fast"}) for r, n in enumerate(records)]
+    work(run, source, run.groups["A"].ranks[0], 0.1, 0.0, pieces)
+    return [run.task("A", 0, rank) for rank in range(run.worker_count)]
+
+
+def test_speed_is_records_per_second_against_the_stage_so_a_bigger_share_in_the_same_time_is_faster():
     run, speeds = run_of(["fast", "mid", "slow"]), Speeds()
-    [source] = [t for t, _ in run.ready()]
-    work(run, source, "fast", 0.1, 0.0)  # the input function: no yardstick, no estimate
-    assert speeds.of("fast") == 1.0
-    chunks = sorted((t for t in run.all_tasks() if t.stage == 0 and t.state == "waiting"), key=lambda t: t.id)
-    for task, (worker, seconds) in zip(chunks, [("fast", 1.0), ("mid", 2.0), ("slow", 8.0)], strict=False):
+    maps = cut_input(run, [30, 10, 10])
+    assert speeds.of("fast") == 1.0  # the input function gives no estimate
+    for task, (worker, seconds) in zip(maps, [("fast", 1.0), ("mid", 1.0), ("slow", 4.0)], strict=True):
         work(run, task, worker, seconds, 1.0)
         speeds.finished(run, task)
-    assert speeds.of("fast") == 1.0  # its task was the first of the stage: no median yet
-    assert speeds.of("mid") == pytest.approx(1.0 + 0.4 * (1.5 / 2.0 - 1.0))  # median of 1 and 2 s
-    assert speeds.of("unknown") == 1.0  # a browser with no finished task counts as typical
-    assert speeds.of("slow") == pytest.approx(1.0 + 0.4 * (2.0 / 8.0 - 1.0))
+    assert speeds.of("fast") == 1.0  # the stage's first task: no median yet
+    # Rates 30, 10 and 2.5 records/s: the median of the finished ones is the yardstick, and a
+    # browser's first estimate is its first task's speed.
+    assert speeds.of("mid") == pytest.approx(10 / 20)
+    assert speeds.of("slow") == pytest.approx(2.5 / 10)
+    assert speeds.of("unknown") == 1.0
+    # Per record at speed 1.0, each finished task scaled by its browser's estimate.
+    assert speeds.seconds_per_record(run, maps[0]) == pytest.approx(0.05)
+
+
+def test_an_estimate_then_moves_as_a_moving_average():
+    speeds = Speeds()
+    for at, b_seconds in [(0.0, 1.0), (10.0, 2.0)]:
+        run = run_of(["c", "a", "b"])
+        maps = cut_input(run, [10, 10, 10])
+        for task, worker, seconds in [(maps[0], "c", 1.0), (maps[1], "a", 1.0), (maps[2], "b", b_seconds)]:
+            work(run, task, worker, seconds, at + 1)
+            speeds.finished(run, task)  # in the order they finished, as the engine does
+    # The first run made a and b's first estimates (1.0); in the second b took twice the median.
+    assert speeds.of("a") == pytest.approx(1.0)
+    assert speeds.of("b") == pytest.approx(1.0 + 0.4 * (0.5 - 1.0))
+    assert "c" not in speeds.estimates  # always its stage's first: no yardstick yet
+
+
+def test_the_input_is_cut_by_speed_only_for_a_map_feeding_a_reduce_and_only_when_speeds_differ():
+    speed = {"fast": 2.0, "mid": 1.0, "slow": 0.5}.get
+    run = run_of(["fast", "mid", "slow"])
+    assert run.input_shares("A", speed) == [SHARE_SCALE, SHARE_SCALE // 2, SHARE_SCALE // 4]
+    # Decided once: the input computed again later is cut as the maps before read it.
+    assert run.input_shares("A", lambda worker: 1.0) == [SHARE_SCALE, SHARE_SCALE // 2, SHARE_SCALE // 4]
+    # Speeds within the noise of an estimate: equal pieces.
+    assert run_of(["fast", "mid"]).input_shares("A", {"fast": 1.3, "mid": 1.0}.get) == []
+    # A vacant rank counts as a typical browser; none gets less than 1/16 of the fastest's share.
+    vacant = run_of(["fast", "mid", "slow"])
+    vacant.assign("A", 1, None)
+    assert vacant.input_shares("A", {"fast": 100.0, "slow": 0.5}.get) == [SHARE_SCALE, 4, 4]
+    # Where the cuts fall would change a result: a map's own output per rank (no reduce after it),
+    # a map that keeps state per rank, a map that talks to other ranks.
+    for stages in [
+        [("map", MAP)],
+        [("map", "async function map(x) { context.shard([]); }"), ("reduce", REDUCE)],
+        [("map", "async function map(x) { await context.sendToRank(1, 't', 1); }"), ("reduce", REDUCE)],
+    ]:
+        assert run_of(["fast", "mid", "slow"], *stages).input_shares("A", speed) == []
+
+
+def test_a_checkpoint_keeps_how_the_input_was_cut():
+    run = run_of(["fast", "slow"])
+    shares = run.input_shares("A", {"fast": 3.0, "slow": 1.0}.get)
+    cut_input(run, [30, 10])
+    saved = checkpoints.decode(checkpoints.encode(checkpoints.capture(run, {}, set(), {}, {})))
+    again = run_of(["fast", "slow"])
+    checkpoints.restore(again, saved)
+    assert again.input_shares("A", lambda worker: 1.0) == shares
+    # A checkpoint written before shares were kept: its input was cut in equal pieces.
+    saved.shares = {}
+    older = run_of(["fast", "slow"])
+    checkpoints.restore(older, saved)
+    assert older.input_shares("A", {"fast": 3.0, "slow": 1.0}.get) == []

@@ -18,6 +18,11 @@ from appliance.jobs.logs import COORDINATOR, FLEET
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
 # every scheduling round (thousands a second while short tasks finish).
 STRAGGLER_SCAN_SECONDS = 0.5
+# A free browser backs up a running task on speed estimates alone (_outpaced) when it is at least
+# this many times as fast, and would finish the whole task that many times sooner than the task's
+# own browser finishes what it has left, plus the time its inputs may take to copy.
+OUTPACED_SPEEDUP = 1.5
+OUTPACED_COPY_SECONDS = 0.5
 
 
 class Speculation:
@@ -77,12 +82,22 @@ class Speculation:
             )
 
     def _back_up(self, run: LiveRun, clock: float) -> None:
-        """Backup attempts of stalled and slow tasks (speculative execution), while spare workers last."""
+        """Backup attempts of stalled and slow tasks (speculative execution), and of tasks a free browser
+        would finish sooner than their own, while spare workers last."""
         execution = run.execution
-        for task, why in [(t, why) for t in list(execution.active) if (why := execution.speculable(t, clock))]:
-            helper = self.placement.extra_worker(run, task)
+        spare: Worker | None = None  # the free worker the speed rule weighs, looked for once a scan
+        for task in [t for t in list(execution.active) if execution.may_back_up(t)]:
+            if why := execution.speculable(task, clock):
+                helper = self.placement.extra_worker(run, task)
+            elif not execution.groups[task.group].stage_done[task.stage]:
+                continue  # nothing of its stage finished: no pace to weigh it by
+            elif (helper := spare or self.placement.extra_worker(run, task)) is not None:
+                spare = helper
+                if (why := self._outpaced(run, task, helper, clock)) is None:
+                    continue
             if helper is None:
                 return
+            spare = None  # taken
             self._start_extra(
                 run,
                 execution.backup(task, helper.worker_id, clock),
@@ -91,6 +106,27 @@ class Speculation:
                 f"a backup attempt starts on worker {helper.worker_id}",
                 level="warn",
             )
+
+    def _outpaced(self, run: LiveRun, task: Task, helper: Worker, clock: float) -> str | None:
+        """Why ``helper`` should run a backup of ``task``, or None: by the speed estimates, it would do
+        the whole task (its inputs copied first) well before the task's own browser does what it has
+        left. This needs no evidence of slowness from the running task itself (a reduce emits only at
+        its end): once a task of its stage finished, the stage's pace per record is known."""
+        execution, speeds = run.execution, self.shared.speeds
+        mine, theirs = speeds.of(task.worker_id or ""), speeds.of(helper.worker_id)
+        if theirs < OUTPACED_SPEEDUP * mine or execution.waiting_for_input(task):
+            return None
+        if (per_record := speeds.seconds_per_record(execution, task)) is None:
+            return None
+        records = sum(o.records for o in execution.inputs(task))
+        left = records * per_record / mine - (clock - task.launched)
+        there = records * per_record / theirs
+        if left < OUTPACED_SPEEDUP * there + OUTPACED_COPY_SECONDS:
+            return None
+        return (
+            f"slower than worker {helper.worker_id} (speed estimates {mine:.2f} and {theirs:.2f}): "
+            f"about {left:.1f} s left, {there:.1f} s there"
+        )
 
     def stand_in(self, run: LiveRun, task: Task) -> bool:
         """The task's worker disconnected: a backup attempt starts at once on a spare worker, rather than

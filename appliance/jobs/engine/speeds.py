@@ -1,10 +1,12 @@
 """How fast each browser works, from its finished tasks: placement hands waiting chunks to the
-fastest free workers first (RunExecution.ready).
+fastest free workers first (RunExecution.ready), the input is cut in proportion to the speeds of the
+browsers that take its pieces (RunExecution.input_shares), and a task is backed up on a free browser
+that would finish it sooner than its own (Speculation).
 
-A task's speed is relative to its stage: the median time of the stage's finished tasks over its
-own time (a stage's chunks are cut alike, so a browser twice as fast as the others scores 2). A
-browser's estimate is the moving average of its tasks' speeds, kept across runs while the appliance
-runs: a machine's speed is its own, whatever the job.
+A task's speed is relative to its stage: the records it read per second over the median of its
+stage's finished tasks (so a browser twice as fast as the others scores 2, whatever share of the
+input it was given). A browser's estimate starts at its first such task and then moves as a moving
+average, kept across runs while the appliance runs: a machine's speed is its own, whatever the job.
 """
 
 from __future__ import annotations
@@ -32,12 +34,23 @@ class Speeds:
         """``task`` is done: its worker's estimate moves toward the task's speed."""
         if task.stage == INPUT_STAGE or not task.worker_id or (own := _seconds(task)) is None:
             return
-        times = [s for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t))]
-        if len(times) < YARDSTICK_TASKS:
+        task.work = sum(o.records for o in execution.inputs(task))
+        rates = [t.work / s for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t)) and t.work]
+        if not task.work or len(rates) < YARDSTICK_TASKS:
             return
-        speed = statistics.median(times) / max(own, 1e-3)
-        before = self.estimates.get(task.worker_id, 1.0)
-        self.estimates[task.worker_id] = before + WEIGHT * (speed - before)
+        speed = task.work / max(own, 1e-3) / statistics.median(rates)
+        before = self.estimates.get(task.worker_id)
+        self.estimates[task.worker_id] = speed if before is None else before + WEIGHT * (speed - before)
+
+    def seconds_per_record(self, execution: RunExecution, task: Task) -> float | None:
+        """What a record of the task's stage takes a browser of speed 1.0, from the stage's finished
+        tasks (each scaled by its browser's estimate); None before any finished."""
+        times = [
+            s * self.of(t.worker_id or "") / t.work
+            for t in execution.groups[task.group].by_stage[task.stage]
+            if (s := _seconds(t)) and t.work
+        ]
+        return statistics.median(times) if times else None
 
 
 def _seconds(task: Task) -> float | None:

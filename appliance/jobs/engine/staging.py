@@ -182,6 +182,7 @@ class Staging:
             epoch=run.talk.epochs.get(task.group, 0),
             awaiting=list(awaiting),
             chunks=execution.chunks[0] if stage == INPUT_STAGE else 1,
+            shares=execution.input_shares(task.group, self.shared.speeds.of) if stage == INPUT_STAGE else [],
             producers=len(execution.producers(task.primary or task)) if execution.kind(stage) == "reduce" else 0,
         )
 
