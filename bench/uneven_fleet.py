@@ -35,8 +35,9 @@ appliance and browsers. A side's runner gets --ignore-busy where it has it
 Targets (issue 28): uneven / equal <= 1.15 on 48 files; departure right, within 1.5 x equal.
 Before each run, a browser whose worker page is gone while its Chromium runs on (a renderer crash: the
 runner restarts only a Chromium that exits) has its runner restarted, and one run is played uncounted.
-BENCH_SHOW_LOG=1 prints every run's warn lines; a run that fails, is wrong or is cancelled after
-ROUND_TIMEOUT always prints its log (GET /api/v1/runs/{id}/logs) and its task attempts.
+BENCH_SHOW_LOG=1 prints every run's warn lines and what it said of its browsers (source fleet); a run
+that fails, is wrong or is cancelled after ROUND_TIMEOUT always prints its log (GET
+/api/v1/runs/{id}/logs) and its task attempts.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from bench.wordcount import (  # noqa: E402
     job_script,
     when,
 )
+from tests.cpu_groups import CpuGroup  # noqa: E402
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance, Client  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -76,73 +78,12 @@ TOTAL_MB = 24
 LAYOUTS = {"48 x 0.5 MB": 48, "8 x 3 MB": 8}  # files of the same text
 SHARES = {"equal": [0.34] * BROWSERS, "uneven": [0.5, 0.5, 0.25, 0.125]}
 DEPART_AFTER = 1.5  # seconds into the map stage
-PERIOD_US = 100_000
-V1_ROOT = Path("/sys/fs/cgroup/cpu")
-V1_ACCOUNT = Path("/sys/fs/cgroup/cpuacct")
-V2_ROOT = Path("/sys/fs/cgroup")
 BEFORE_DIR = Path("/work/uneven-before")
 ROUND_TIMEOUT = 300
 MAX_TRIES = 4
 SETTLE_TIMEOUT = 120
 HEAL_AFTER = 20  # seconds a browser may stay away between runs before its runner is restarted
 TASK_ROW = re.compile(r'^(\d+)"(?: data-chunk="(\d+)")?.*?title="([0-9a-f]{32})"', re.S)
-
-
-class CpuGroup:
-    """A CPU cgroup with a quota, and the CPU time its processes used: v1's cpu controller (and a group
-    of the same name under cpuacct) where it is mounted, else a v2 child group (cpu.max, cpu.stat)."""
-
-    v1 = (V1_ROOT / "cpu.cfs_quota_us").exists()
-
-    def __init__(self, name: str):
-        if self.v1:
-            self.path, self.paths = V1_ROOT / name, [V1_ROOT / name, V1_ACCOUNT / name]
-        else:
-            self.path = self.paths[0] = V2_ROOT / name
-            if "cpu" not in (V2_ROOT / "cgroup.subtree_control").read_text().split():
-                (V2_ROOT / "cgroup.subtree_control").write_text("+cpu")
-        for path in self.paths:
-            path.mkdir(exist_ok=True)
-        if self.v1:
-            (self.path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-        self.limit(None)
-
-    def limit(self, cores: float | None) -> None:
-        """At most ``cores`` of CPU time (None: no limit)."""
-        quota = None if cores is None else round(cores * PERIOD_US)
-        if self.v1:
-            (self.path / "cpu.cfs_quota_us").write_text(str(-1 if quota is None else quota))
-        else:
-            (self.path / "cpu.max").write_text(f"{'max' if quota is None else quota} {PERIOD_US}")
-
-    def used(self) -> float:
-        """CPU seconds the group's processes used so far."""
-        if self.v1:
-            return int((self.paths[1] / "cpuacct.usage").read_text()) / 1e9
-        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
-        return int(stat["usage_usec"]) / 1e6
-
-    def command(self, argv: list[str]) -> list[str]:
-        """``argv`` run inside the group: the shell moves itself in, then execs (its children inherit it)."""
-        moves = " && ".join(f"echo $$ > {path}/cgroup.procs" for path in self.paths)
-        return ["sh", "-c", f'{moves} && exec "$@"', "sh", *argv]
-
-    def remove(self) -> None:
-        """Move what is left in the group to its parent, then remove it."""
-        for path in self.paths:
-            for _ in range(50):
-                for pid in (path / "cgroup.procs").read_text().split():
-                    try:
-                        (path.parent / "cgroup.procs").write_text(pid)
-                    except OSError:
-                        pass  # it exited meanwhile
-                try:
-                    path.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            else:
-                raise RuntimeError(f"could not remove {path}")
 
 
 @dataclass
@@ -361,7 +302,7 @@ def show_log(side: Side, result: dict) -> None:
     """The run's log lines (all of them when it went wrong, else its warnings) and its task attempts."""
     wrong = not result["correct"]
     for line in result["logs"]:
-        if wrong or line.get("level") in ("warn", "error"):
+        if wrong or line.get("level") in ("warn", "error") or line.get("source") == "fleet":
             at, source = line.get("at", "")[11:23], line.get("source", "")[:8]
             print(f"      {at} {source:8} {line.get('level')}: {line.get('text')}")
     if wrong:

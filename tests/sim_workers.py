@@ -124,6 +124,11 @@ class SimWorker:
             self._run(message)
         elif kind == "task-cancel" and self.streaming.pop(message["taskId"], None) is not None:
             self.messages.append(message)
+        elif kind == "task-split":
+            # A simulated page reads its input whole: it cannot stop a range early (the end of its
+            # range, or 0 when it knows of none, says so).
+            self.messages.append(message)
+            await self.send({"type": "task-split-at", "taskId": message["taskId"], "chunk": 0})
         elif kind == "blob-receive" and self.on_blob_receive is not None:
             asyncio.create_task(self.on_blob_receive(self, message))
         elif kind == "probe-offer":

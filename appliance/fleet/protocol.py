@@ -201,6 +201,14 @@ class TaskWorkerTimeout(Base, tag="task-worker-timeout"):
     seconds: Annotated[float, msgspec.Meta(gt=0, le=7 * 24 * 3600)]
 
 
+class TaskSplitAt(Base, tag="task-split-at"):
+    """The answer to a task-split: the range's task stops before this chunk (the end of its range:
+    it could not split)."""
+
+    task_id: TaskId
+    chunk: Annotated[int, msgspec.Meta(ge=0, lt=8192)]
+
+
 class TaskPutUrl(Base, tag="task-put-url"):
     id: int
     task_id: TaskId
@@ -308,6 +316,7 @@ TASK_MESSAGES = (
     TaskProgress,
     TaskLog,
     TaskWorkerTimeout,
+    TaskSplitAt,
     TaskPutUrl,
     TaskDone,
     TaskFailed,
@@ -339,6 +348,7 @@ Incoming = (
     | TaskProgress
     | TaskLog
     | TaskWorkerTimeout
+    | TaskSplitAt
     | TaskPutUrl
     | TaskDone
     | TaskFailed
@@ -475,6 +485,14 @@ class TaskPrepare(Base, tag="task-prepare"):
 
 class TaskCancel(Base, tag="task-cancel"):
     task_id: str
+
+
+class TaskSplit(Base, tag="task-split"):
+    """A range's task is asked to stop before chunk ``before`` (or the first chunk it has not
+    started after that), so free workers take the rest; it answers with task-split-at."""
+
+    task_id: str
+    before: int
 
 
 class TaskPutUrlReply(Base, tag="task-put-url-reply"):

@@ -124,6 +124,13 @@ class Input(Message, tag="input"):
     inputs: list[TaskInput]
 
 
+class Split(Message, tag="split"):
+    """A range's task stops before chunk ``before`` or later (the appliance's task-split)."""
+
+    task_id: str
+    before: int
+
+
 class Load(Message, tag="load"):
     """A warm sandbox takes on a run: evaluate the run's sandbox script (its URL, its text, and the texts of
     the appliance's scripts it imports)."""
@@ -225,6 +232,13 @@ class WorkerTimeout(Message, tag="worker-timeout"):
     seconds: WorkerSeconds
 
 
+class SplitAt(Message, tag="split-at"):
+    """Where the range stops: before this chunk (relayed in task-split-at; its range's end when it could
+    not stop early, 0 when the task is not a range)."""
+
+    chunk: _as_in(protocol.TaskSplitAt, "chunk")
+
+
 class NeedPutUrl(Message, tag="need-put-url"):
     """An s3 run's output needs a presigned PUT for its partition (the page asks with task-put-url)."""
 
@@ -307,6 +321,7 @@ CHANNELS = {
     "frameToSandbox": Port,
     "pageToSandbox": Run
     | Input
+    | Split
     | Load
     | PutUrl
     | PeerSent
@@ -320,6 +335,7 @@ CHANNELS = {
         | Log
         | Progress
         | WorkerTimeout
+        | SplitAt
         | NeedPutUrl
         | Output
         | Done

@@ -57,6 +57,7 @@ class SavedTask(msgspec.Struct, array_like=True):
     cpu_ms: int
     outputs: list[SavedOutput]
     chunk: int
+    covers: int = 0  # a range's end (the chunks after its own it ran or runs: execution.py)
 
 
 class SavedAttempt(msgspec.Struct, array_like=True):
@@ -132,6 +133,7 @@ def capture(
                 task.cpu_ms if kept else 0,
                 [SavedOutput(o.partition, o.location, o.size, o.records) for o in task.outputs] if done else [],
                 task.chunk,
+                task.covers if kept else 0,
             )
         )
     history = [
@@ -211,7 +213,7 @@ def restore(execution: RunExecution, checkpoint: Checkpoint) -> list[Task]:
         if entry.state == "running" and not talks_again:
             # Its page may still run it (pages keep their tasks across a lost connection): the
             # worker's hello says whether it does.
-            execution.restore_running(task, entry.worker_id or "", entry.started - wall)
+            execution.restore_running(task, entry.worker_id or "", entry.started - wall, entry.covers)
             continue
         if entry.state != "done" or talks_again:
             why = RESTART_ERROR if entry.state != "done" else RESTART_AGAIN
@@ -220,6 +222,7 @@ def restore(execution: RunExecution, checkpoint: Checkpoint) -> list[Task]:
             continue
         outputs = [Output(o.partition, o.location, o.size, o.records) for o in entry.outputs]
         execution.restore_done(task, entry.worker_id or "", outputs, entry.emits, entry.cpu_ms)
+        task.covers = entry.covers
         task.started, task.finished = entry.started - wall, entry.finished - wall
         done.append(task)
     return done

@@ -11,6 +11,13 @@ them in order, and a worker of the run with nothing of its own to do takes anoth
 chunk (it pulls work as it frees up, so a fast browser does more than a slow one). A rank's output
 is its chunks' outputs in chunk order, which is what one task per rank would have written.
 
+Where such a map feeds a reduce, a chunk's task covers a range: the rank's waiting chunks after it
+as well (``covers``), run as one task with one output (a chunk's output costs as much as the keys
+it holds, nearly a whole vocabulary for a word count). A worker with nothing to take asks the
+busiest range to split (``splits``, task-split): its page stops before a later chunk and says
+which (``split_at``), and the chunks after that wait for free workers. Work is stolen in halves,
+and a range nobody asks of costs one task per rank.
+
 How a stage's output is partitioned depends on what reads it (docs/architecture.md, "Jobs"):
 ``chunks`` for the input (contiguous pieces: the rank's piece r, equal or by speed (input_shares), then that in
 contiguous chunks, piece r * chunks + c for chunk c of rank r), ``hash`` when a reduce stage follows
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import string
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from appliance.jobs.agreement import Agreement
@@ -49,6 +56,7 @@ GROUP_LETTERS = string.ascii_uppercase
 # task-assign, a report: tens of milliseconds) stay small beside its work. Fixed, not a setting: a
 # run re-adopted after a restart must split its stages as it did before.
 CHUNKS_PER_RANK = 4
+SPLIT_ASKED, SPLIT_DECLINED = 1, 2
 # The input is cut in proportion to the speeds of the browsers that take its pieces (input_shares)
 # only when the fastest is at least this many times the slowest: an estimate moves by a few tens of
 # percent from run to run on equal machines, and cutting by that noise would make one of them late.
@@ -102,7 +110,9 @@ class Try:
     # ``awaiting`` (ranks whose pieces are still to be sent) are done and their pieces sent.
     streaming: bool = False
     awaiting: set[int] = field(default_factory=set)
-    work: int = 0  # the records it read, once done (engine/speeds.py)
+    work: int = 0  # the records it reads, once they are in place (its pace and speed are per record)
+    # A chunk's task that runs a range: the chunk after its last (0: it runs its own chunk alone).
+    covers: int = 0
 
     @property
     def id(self) -> str:
@@ -122,6 +132,11 @@ class Task(Try):
     chunk: int = 0
     # Attempt numbers handed out so far (an extra attempt takes the next one, so ids never repeat).
     attempts: int = 1
+    # A waiting chunk that an earlier chunk's running task of its rank covers (``covers``).
+    covered_by: Task | None = None
+    # A split asked of its current attempt: SPLIT_ASKED until its page answers; SPLIT_DECLINED when
+    # its page could not (its job read its input as an array, or was in its range's last chunk).
+    split: int = 0
 
     primary = None  # a task races no one: Attempt.primary names the task an extra attempt races
     is_backup = False
@@ -242,7 +257,7 @@ class Group:
         if first is None:
             return []
         tasks = self.by_rank[rank][self.cursor[rank] :]
-        return [t for t in tasks if t.stage == first.stage and t.state == "waiting"]
+        return [t for t in tasks if t.stage == first.stage and t.state == "waiting" and t.covered_by is None]
 
     def count_done(self, task: Task, delta: int) -> None:
         self.stage_done[task.stage] += delta
@@ -264,6 +279,13 @@ class RunExecution(Stragglers, Agreement):
         self.cloud = cloud
         self.chunks = self._chunks(spec)
         self.groups = {letter: Group(self, letter) for letter in GROUP_LETTERS[: spec.group_count]}
+        # Whether the first stage's chunk tasks run ranges (a split map that feeds a reduce, whose
+        # pieces are the input's; not when attempts must agree, which would need the same range).
+        validated = bool(spec.validation and spec.validation.replicas)
+        self.ranged = self.chunks[0] > 1 and self.partitioning(0) == "hash" and not validated
+        # Splits the execution decided to ask for: (task id, worker id, before which chunk), sent by
+        # the engine (take_splits).
+        self.splits: list[tuple[str, str, int]] = []
         self.history: list[AttemptRecord] = []
         # Indexes kept by the state changes below, so a scheduling round costs O(ranks), not O(tasks).
         self.active: set[Try] = set()  # staging or running: tasks' own tries and extra attempts
@@ -375,11 +397,14 @@ class RunExecution(Stragglers, Agreement):
         self.groups[group].ranks[rank] = worker_id
         self.changes += 1
 
-    def restore_running(self, task: Task, worker_id: str, started: float) -> None:
+    def restore_running(self, task: Task, worker_id: str, started: float, covers: int = 0) -> None:
         """A task a checkpoint says was running: running again, on the same worker, until the worker
-        comes back and says whether its page still has it (checkpoints.py)."""
+        comes back and says whether its page still has it (checkpoints.py); a range covers its
+        chunks again."""
         now = time.monotonic()
-        task.state, task.worker_id, task.started = "running", worker_id, started
+        task.state, task.worker_id, task.started, task.covers = "running", worker_id, started, covers
+        for covered in self.covered(task):
+            covered.covered_by = task
         task.launched = task.progressed_at = task.last_activity = now
         self.active.add(task)
         group = self.groups[task.group]
@@ -427,9 +452,16 @@ class RunExecution(Stragglers, Agreement):
         return [o for p in self.producers(task) for o in self.pieces(task, p)]
 
     def pieces(self, task: Task, producer: Task) -> list[Output]:
-        """The blobs of one producer that ``task`` reads (those of its partition), in order."""
-        partition = self.partition_read(task)
-        return [o for o in producer.outputs if o.partition == partition]
+        """The blobs of one producer that ``task`` reads (those of its partition, or of each chunk of
+        its range in chunk order), in order."""
+        first = self.partition_read(task)
+        end = first + max(task.covers - task.chunk, 1)
+        return [o for partition in range(first, end) for o in producer.outputs if o.partition == partition]
+
+    def chunk_of(self, task: Task, output: Output) -> int | None:
+        """The chunk of the input an output of the input function holds, for a range's page (where it
+        may stop); None for any other task's input."""
+        return output.partition % self.chunks[0] if self.ranged and task.stage == 0 else None
 
     def partition_read(self, task: Task) -> int:
         """The partition a task reads: its chunk of the input for the first stage, its rank's after."""
@@ -463,13 +495,16 @@ class RunExecution(Stragglers, Agreement):
         """How many partitions the stage's output has."""
         return self.worker_count * self.chunks[0] if stage == INPUT_STAGE else self.worker_count
 
-    def ready(self, faster: Callable[[str], float] = lambda worker_id: 0.0) -> list[tuple[Task, str]]:
+    def ready(
+        self, faster: Callable[[str], float] = lambda worker_id: 0.0, away: Collection[str] = ()
+    ) -> list[tuple[Task, str]]:
         """The tasks that start now, each with its worker: a free worker of the run takes its own rank's
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
         the fastest workers first (``faster``: a worker's speed, higher is faster). A streaming
         reduce waiting for its input does not keep its worker: a worker holding two ranks runs the
-        map whose output its own reduce waits for."""
+        map whose output its own reduce waits for. A range claims the chunks it will cover; free
+        workers left with nothing ask ranges to split (not those of workers ``away``)."""
         found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         taken: set[Task] = set()
@@ -483,18 +518,93 @@ class RunExecution(Stragglers, Agreement):
                     free.setdefault(worker, group)
                     continue
                 found.append((task, worker))
-                taken.add(task)
+                taken.update(self._range_of(task))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
         if self.talking:
             return found  # each rank's tasks run on its own worker, which its peers message
+        idle: dict[str, int] = {}  # group -> its free workers left with nothing to take
         for worker in sorted((w for w in free if w not in occupied), key=faster, reverse=True):
             task = self._to_take(free[worker], taken)
             if task is None:
-                break
+                idle[free[worker].letter] = idle.get(free[worker].letter, 0) + 1
+                continue
             found.append((task, worker))
-            taken.add(task)
+            taken.update(self._range_of(task))
             occupied.add(worker)
+        if self.ranged:
+            for letter, count in idle.items():
+                self._ask_splits(letter, count, away)
         return found
+
+    def _ask_splits(self, letter: str, idle: int, away: Collection[str]) -> None:
+        """``idle`` free workers of the group have nothing to take: as many of its running ranges (those
+        with the most chunks, none racing a backup) are asked to stop halfway, counting those asked
+        already and not answered yet."""
+        asked = 0
+        ranges = []
+        for t in self.active:
+            if isinstance(t, Task) and t.group == letter and t.state == "running" and t.worker_id not in away:
+                asked += t.split == SPLIT_ASKED
+                if t.covers - t.chunk >= 2 and not t.split and t not in self.backups:
+                    ranges.append(t)
+        for task in sorted(ranges, key=lambda t: t.covers - t.chunk, reverse=True)[: max(idle - asked, 0)]:
+            task.split = SPLIT_ASKED
+            self.splits.append((task.id, task.worker_id or "", task.chunk + (task.covers - task.chunk + 1) // 2))
+
+    def take_splits(self) -> list[tuple[str, str, int]]:
+        splits, self.splits = self.splits, []
+        return splits
+
+    def split_at(self, task: Task, chunk: int) -> bool:
+        """The page of a range asked to split stops before ``chunk``: the chunks from there on wait for
+        free workers (True), or it could not split (any other chunk, the end of its range: False). A
+        backup racing it runs the whole range: the engine drops it (its output would overlap)."""
+        if task.state != "running":
+            return False
+        if not task.chunk < chunk < task.covers:
+            if task.split == SPLIT_ASKED:
+                task.split = SPLIT_DECLINED  # not asked again: its job reads its input as an array
+            return False
+        for c in range(chunk, task.covers):
+            self.groups[task.group].tasks[(task.stage, task.rank, c)].covered_by = None
+        task.covers, task.split = chunk, 0
+        self.changes += 1
+        return True
+
+    def covered(self, task: Task) -> list[Task]:
+        """The chunks after ``task``'s own that its range runs."""
+        tasks = self.groups[task.group].tasks
+        return [tasks[(task.stage, task.rank, c)] for c in range(task.chunk + 1, task.covers)]
+
+    def _range_of(self, task: Task) -> list[Task]:
+        """The task and the chunks it would cover if it started now: its rank's waiting chunks after
+        its own, up to one that is not (just the task when it is no range)."""
+        if not self.ranged or task.stage != 0 or task.is_backup:
+            return [task]
+        tasks, found = self.groups[task.group].tasks, [task]
+        for chunk in range(task.chunk + 1, self.chunks[0]):
+            if (t := tasks[(0, task.rank, chunk)]).state != "waiting" or t.covered_by is not None:
+                break
+            found.append(t)
+        return found
+
+    def _cover(self, task: Task) -> None:
+        """A range starts: it covers what _range_of finds."""
+        if self.ranged and task.stage == 0 and not task.is_backup:
+            covered = self._range_of(task)[1:]
+            for t in covered:
+                t.covered_by = task
+            task.covers = task.chunk + 1 + len(covered)
+
+    def _uncover(self, task: Task) -> None:
+        """A range runs again: the chunks it covered wait again (those it ran are done no longer)."""
+        group = self.groups[task.group]
+        for t in self.covered(task):
+            if t.state == "done":
+                self._move(t, TaskEvent.UNCOVERED)
+                group.count_done(t, -1)
+            t.covered_by = None
+        task.covers, task.split = 0, 0
 
     def _to_take(self, group: Group, taken: set[Task]) -> Task | None:
         """What a free worker with nothing of its own takes in its group (every free rank worker took
@@ -506,7 +616,8 @@ class RunExecution(Stragglers, Agreement):
         for rank in range(self.worker_count):
             waiting = [t for t in group.waiting_now(rank) if t not in taken and self._inputs_complete(group, t)]
             if waiting and (best is None or len(waiting) > best[0]):
-                best = (len(waiting), waiting[-1])
+                # A range takes the rank's first waiting chunk (and covers the rest); a chunk alone the last.
+                best = (len(waiting), waiting[0] if self.ranged and waiting[0].stage == 0 else waiting[-1])
         return best[1] if best else None
 
     def _startable(self, group: Group, task: Task) -> bool:
@@ -563,6 +674,7 @@ class RunExecution(Stragglers, Agreement):
         task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = 0
         task.outputs = []
         self.active.add(task)
+        self._cover(task)
         group = self.groups[task.group]
         if not self._inputs_complete(group, task):
             task.streaming, task.awaiting = True, {self.producer_index(p) for p in self.producers(task)}
@@ -583,6 +695,7 @@ class RunExecution(Stragglers, Agreement):
         self._move(task, TaskEvent.LAUNCH)
         now = time.monotonic() if now is None else now
         task.launched = task.progressed_at = now
+        task.work = sum(o.records for o in self.inputs(task))
         if task.streaming:
             task.last_activity = now
             self._stage_started(self.groups[task.group], task.stage, now)
@@ -609,9 +722,14 @@ class RunExecution(Stragglers, Agreement):
         if loser is not None:
             self._supersede(loser, task, now)
         self.cancels += superseded
-        self.groups[primary.group].count_done(primary, +1)
+        group = self.groups[primary.group]
+        group.count_done(primary, +1)
+        for covered in self.covered(primary):
+            covered.covered_by = None
+            self._move(covered, TaskEvent.COVERED)
+            group.count_done(covered, +1)
         if primary.stage == INPUT_STAGE:
-            self._skip_empty_chunks(self.groups[primary.group], outputs)
+            self._skip_empty_chunks(group, outputs)
         return superseded
 
     def _skip_empty_chunks(self, group: Group, outputs: list[Output]) -> None:
@@ -648,10 +766,11 @@ class RunExecution(Stragglers, Agreement):
 
     @staticmethod
     def _take_result(task: Task, winner: Try) -> None:
-        task.worker_id, task.attempt, task.started, task.finished = (
+        task.worker_id, task.attempt, task.started, task.launched, task.finished = (
             winner.worker_id,
             winner.attempt,
             winner.started,
+            winner.launched,
             winner.finished,
         )
         task.outputs, task.emits, task.bytes, task.cpu_ms = winner.outputs, winner.emits, winner.bytes, winner.cpu_ms
@@ -676,6 +795,7 @@ class RunExecution(Stragglers, Agreement):
             last_activity=now,
             progressed_at=now,
             worker_timeout=task.worker_timeout,
+            covers=task.covers,
         )
         task.attempts += 1
         self.active.add(clone)
@@ -695,7 +815,15 @@ class RunExecution(Stragglers, Agreement):
 
     def retry(self, task: Task, event: TaskEvent, error: str = "", now: float | None = None) -> None:
         """End the task's current attempt by ``event`` (or forget its output, OUTPUT_LOST): it runs again."""
-        if event in (TaskEvent.START, TaskEvent.LAUNCH, TaskEvent.FINISH, TaskEvent.SUPERSEDED, TaskEvent.EMPTY):
+        if event in (
+            TaskEvent.START,
+            TaskEvent.LAUNCH,
+            TaskEvent.FINISH,
+            TaskEvent.SUPERSEDED,
+            TaskEvent.EMPTY,
+            TaskEvent.COVERED,
+            TaskEvent.UNCOVERED,
+        ):
             raise ValueError(f"{event} does not make a task run again")
         was = task.state
         if self.waiting_for_input(task):
@@ -716,6 +844,7 @@ class RunExecution(Stragglers, Agreement):
             task.finished = time.monotonic() if now is None else now
             self._record(task, event, error)
         self.active.discard(task)
+        self._uncover(task)
         task.attempt = task.attempts
         task.attempts += 1
         task.worker_id = None

@@ -30,6 +30,10 @@ def _problems(execution: RunExecution) -> Iterator[str]:
     for task in execution.all_tasks():
         if task.state == "waiting" and (task.worker_id is not None or task.outputs):
             yield f"task {task.id} waits but keeps a worker or outputs"
+        if (by := task.covered_by) is not None and (
+            task.state != "waiting" or by.state not in ("staging", "running") or task not in execution.covered(by)
+        ):
+            yield f"task {task.id} ({task.state}) is covered by {by.id} ({by.state}), whose range is not running it"
     for primary, backup in execution.backups.items():
         if backup.primary is not primary or primary.state not in ("staging", "running"):
             yield f"backup {backup.id} races a task that is {primary.state}"

@@ -31,6 +31,12 @@ def _emits(task: Task) -> int:
     return task.emits
 
 
+def _ran(task: Task) -> bool:
+    """Whether the task is, or was, an attempt of its own: not a chunk another's range ran or runs,
+    nor one done without running (the input left it empty)."""
+    return task.worker_id is not None and task.covered_by is None
+
+
 def _began(task: Task) -> float:
     """When a task's own work began: its start (copying its inputs included), or for a streaming
     reduce the moment its whole input was in (its wait for the maps is not its slowness)."""
@@ -73,11 +79,15 @@ class Stragglers:
             return "known to be slow (a backup attempt outran it earlier in this run)"
         if lagging := self._lagging(task, now):
             return lagging
-        group = self.groups[task.group]
-        size = group.stage_size[task.stage]
-        if size < 2 or group.stage_done[task.stage] < SPECULATION_QUANTILE * size:
+        # The stage's tasks but chunks run in another's range or left empty.
+        tasks = [
+            t
+            for t in self.groups[task.group].by_stage[task.stage]
+            if t.covered_by is None and (_ran(t) or t.state != "done")
+        ]
+        durations = [t.finished - _began(t) for t in tasks if t.state == "done"]
+        if len(tasks) < 2 or len(durations) < SPECULATION_QUANTILE * len(tasks):
             return None
-        durations = [t.finished - _began(t) for t in group.by_stage[task.stage] if t.state == "done"]
         median = statistics.median(durations)
         if now - _began(task) <= max(SPECULATION_MULTIPLIER * median, SPECULATION_MIN_SECONDS):
             return None
@@ -87,19 +97,28 @@ class Stragglers:
         """Rates count from each attempt's launch: time spent copying inputs is not the task's slowness.
         A stage whose tasks call context.progress() is judged by those calls alone: its emits may come
         in a burst at the end (a map that counts in a Map first), which would make every task still
-        running look slow beside the finished ones."""
+        running look slow beside the finished ones. Rates are per record read when every task read
+        some: a browser given a small share of the input (by its speed) progresses the more slowly."""
         elapsed = now - task.launched
         if elapsed < LAGGING_MIN_SECONDS:
             return None
         others = [
-            t for t in self.groups[task.group].by_stage[task.stage] if t is not task and t.state in ("running", "done")
+            t
+            for t in self.groups[task.group].by_stage[task.stage]
+            if t is not task and t.state in ("running", "done") and _ran(t)
         ]
         ticking = task.ticks > 0 or any(t.ticks for t in others)
         measure, unit = (_ticks, "progress() calls") if ticking else (_emits, "emits")
-        rates = [measure(t) / max((t.finished if t.state == "done" else now) - t.launched, 1e-3) for t in others]
+        per_record = task.work > 0 and all(t.work for t in others)
+        unit += "/s per record read" if per_record else "/s"
+
+        def rate(t: Task, seconds: float) -> float:
+            return measure(t) / (t.work if per_record else 1) / max(seconds, 1e-3)
+
+        rates = [rate(t, (t.finished if t.state == "done" else now) - t.launched) for t in others]
         if len(rates) < 2 or statistics.median(rates) <= 0:
             return None  # nothing to compare with (or a stage that reports progress only at its end)
-        rate, median = measure(task) / elapsed, statistics.median(rates)
-        if rate >= LAGGING_RATE * median:
+        own, median = rate(task, elapsed), statistics.median(rates)
+        if own >= LAGGING_RATE * median:
             return None
-        return f"lagging: {rate:.0f} {unit}/s, the stage's median {median:.0f}/s"
+        return f"lagging: {own:.3g} {unit}, the stage's median {median:.3g}"

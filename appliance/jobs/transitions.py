@@ -33,6 +33,8 @@ class TaskEvent(enum.StrEnum):
     REJECTED = "rejected"  # validation: an attempt's output differs from the one the others agreed on
     OUTPUT_LOST = "output-lost"  # done, but no live worker holds its output, which is still needed
     EMPTY = "empty"  # a rank's chunk after its first got no input: done without running
+    COVERED = "covered"  # an earlier chunk's task of its rank ran it too, as part of its range
+    UNCOVERED = "uncovered"  # the task whose range held it runs again: so does it
 
 
 # (state, event) -> the next state; any pair not listed is refused (IllegalTransition).
@@ -50,6 +52,8 @@ TRANSITIONS: dict[tuple[TaskState, TaskEvent], TaskState] = {
     ("running", TaskEvent.SUPERSEDED): "done",
     ("done", TaskEvent.OUTPUT_LOST): "waiting",
     ("waiting", TaskEvent.EMPTY): "done",
+    ("waiting", TaskEvent.COVERED): "done",
+    ("done", TaskEvent.UNCOVERED): "waiting",
     ("running", TaskEvent.VERIFY): "verifying",
     ("verifying", TaskEvent.AGREED): "done",
     ("verifying", TaskEvent.CANCEL): "waiting",

@@ -186,6 +186,15 @@ export const SOCKET_MESSAGES = {
       },
       seconds: {type: 'float', gt: 0, le: 604800, required: true},
     },
+    // The answer to a task-split: the range's task stops before this chunk (the end of its range: it could not split).
+    'task-split-at': {
+      taskId: {
+        type: 'str',
+        pattern: '^\\d{1,18}\\.[A-Z]\\.-?\\d{1,4}\\.\\d{1,4}(c\\d{1,3})?\\.\\d{1,6}$',
+        required: true,
+      },
+      chunk: {type: 'int', ge: 0, lt: 8192, required: true},
+    },
     'task-put-url': {
       id: {type: 'int', required: true},
       taskId: {
@@ -407,6 +416,9 @@ export const SOCKET_MESSAGES = {
       warm: {type: 'str', optional: true, default: ''},
     },
     'task-cancel': {taskId: {type: 'str', required: true}},
+    // A range's task is asked to stop before chunk `before` (or the first chunk it has not started after that), so free
+    // workers take the rest; it answers with task-split-at.
+    'task-split': {taskId: {type: 'str', required: true}, before: {type: 'int', required: true}},
     'task-put-url-reply': {
       replyTo: {type: 'int', required: true},
       url: {type: 'str', optional: true, default: ''},
@@ -537,6 +549,8 @@ export const SANDBOX_MESSAGES = {
         required: true,
       },
     },
+    // A range's task stops before chunk `before` or later (the appliance's task-split).
+    split: {taskId: {type: 'str', required: true}, before: {type: 'int', required: true}},
     // A warm sandbox takes on a run: evaluate the run's sandbox script (its URL, its text, and the texts of the
     // appliance's scripts it imports).
     load: {
@@ -607,6 +621,9 @@ export const SANDBOX_MESSAGES = {
     },
     // context.setWorkerTimeout(seconds) (relayed in task-worker-timeout).
     'worker-timeout': {seconds: {type: 'float', gt: 0, le: 604800, required: true}},
+    // Where the range stops: before this chunk (relayed in task-split-at; its range's end when it could not stop early,
+    // 0 when the task is not a range).
+    'split-at': {chunk: {type: 'int', ge: 0, lt: 8192, required: true}},
     // An s3 run's output needs a presigned PUT for its partition (the page asks with task-put-url).
     'need-put-url': {id: {type: 'int', required: true}, partition: {type: 'int', ge: 0, lt: 8192, required: true}},
     // One output blob of a partition: its bytes, which the page stores (pmrfs), or the key it was PUT under (s3).

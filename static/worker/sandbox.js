@@ -54,6 +54,8 @@
   // global and prototype it reaches (Request, URL, Array.prototype.includes...), and must not change
   // what a check sees. Called with Reflect.apply, never as methods of the objects job code passes.
   const apply = Reflect.apply;
+  const NativeProxy = Proxy;
+  const {get: reflectGet, has: reflectHas, ownKeys: reflectKeys, getOwnPropertyDescriptor: reflectDescriptor} = Reflect;
   const NativeRequest = scope.Request;
   const NativeURL = scope.URL;
   const getter = (proto, name) => Object.getOwnPropertyDescriptor(proto, name).get;
@@ -805,7 +807,8 @@
   // group(name, values) for each group of a shuffle piece that has them. Up to UNPACK_AHEAD pieces
   // are unpacked beside the one being decoded: the browser's DecompressionStream takes a few turns
   // of the event loop even for a small piece, and unpacked pieces are what the memory bound counts.
-  async function readInputs(inputs, contentType, record, group) {
+  // starting(i): called before input i's records (optional).
+  async function readInputs(inputs, contentType, record, group, starting) {
     const eachRecord = (name, values) => { for (const value of values) record(name, value); };
     const count = inputs.length;
     const reads = inputs.map((input, i) => readInput(input, i, count));
@@ -821,6 +824,7 @@
       try {
         const bytes = await unpacking[i];
         unpacking[i] = null;
+        starting?.(i);
         const legacy = contentType === shuffle.TYPE && !shuffle.holds(bytes);
         const type = legacy ? 'application/json' : contentType;
         if (type === shuffle.TYPE) {
@@ -834,14 +838,67 @@
     }
   }
 
-  // x of a map stage: the records, iterable with for...of and for await...of.
-  async function mapInput(inputs, contentType) {
+  // x of a map stage: the records, iterable with for...of and for await...of. A range's (its inputs
+  // name their chunks, several) is a view of them that notes whether the job reads them other than
+  // with for await...of: while it does not, the range may stop at a later chunk's first record
+  // (task-split), since the job has seen none after the one it is at.
+  async function mapInput(inputs, contentType, specs) {
     const records = [];
-    await readInputs(inputs, contentType, (key, value) => records.push([key, value]));
-    Object.defineProperty(records, Symbol.asyncIterator, {
-      value: async function* () { for (let i = 0; i < records.length; i++) yield records[i]; },
+    const starts = [];  // [chunk, index of its first record], in order
+    await readInputs(inputs, contentType, (key, value) => records.push([key, value]), undefined, i => {
+      const chunk = specs[i]?.chunk;
+      if (Number.isInteger(chunk) && (!starts.length || starts[starts.length - 1][0] !== chunk)) {
+        starts.push([chunk, records.length]);
+      }
     });
-    return records;
+    if (starts.length < 2) {
+      task.range = null;
+      if (task.splitBefore !== undefined) split(task.splitBefore);  // asked while its input was read
+      Object.defineProperty(records, Symbol.asyncIterator, {
+        value: async function* () { for (let i = 0; i < records.length; i++) yield records[i]; },
+      });
+      return records;
+    }
+    const stop = specs.reduce((end, input) => Math.max(end, (input.chunk ?? -1) + 1), 0);  // the range's end
+    const range = task.range = {starts, end: records.length, stop, at: -1, whole: false};
+    const iterate = async function* () {
+      for (let i = 0; i < range.end; i++) {
+        range.at = i;
+        yield records[i];
+      }
+    };
+    if (task.splitBefore !== undefined) split(task.splitBefore);  // asked while its input was read
+    const whole = () => { range.whole = true; };
+    return new NativeProxy(records, {
+      get(target, key, receiver) {
+        if (key === Symbol.asyncIterator) return iterate;
+        if (key === 'then') return undefined;  // awaited (as the async mapInput's result is): not read
+        whole();
+        return reflectGet(target, key, receiver);
+      },
+      has(target, key) { whole(); return reflectHas(target, key); },
+      ownKeys(target) { whole(); return reflectKeys(target); },
+      getOwnPropertyDescriptor(target, key) { whole(); return reflectDescriptor(target, key); },
+    });
+  }
+
+  // task-split: the range stops before chunk `before`, or the first chunk after the one the job is
+  // at, whichever is later; it says where (the end of its range when it cannot stop early). Asked
+  // while its input is read, it answers once that is done (mapInput).
+  function split(before) {
+    const range = task.range;
+    if (range === undefined && task.spec.kind === 'map') {
+      task.splitBefore = before;
+      return;
+    }
+    if (!range) return post({type: 'split-at', chunk: 0});  // not a range: it cannot split
+    const next = range.starts.findIndex(([chunk, first]) => chunk >= before && first > range.at);
+    if (!range.whole && Number.isInteger(before) && next > 0) {
+      range.stop = range.starts[next][0];
+      range.end = range.starts[next][1];
+      range.starts = range.starts.slice(0, next);
+    }
+    post({type: 'split-at', chunk: range.stop});
   }
 
   // Decodes inputs into groups (shuffle.groups()): the record and group functions of readInputs.
@@ -948,7 +1005,7 @@
     } else {
       const stage = definition.stages[spec.stage];
       if (typeof stage !== 'function') throw new Error(`this job has no stage ${spec.stage}`);
-      if (spec.kind === 'map') await stage(await mapInput(inputs || [], spec.inputContentType));
+      if (spec.kind === 'map') await stage(await mapInput(inputs || [], spec.inputContentType, spec.inputs || []));
       else if (spec.kind === 'reduce') {
         await stage(await (task.stream ? task.stream.result : reduceInput(inputs || [], spec.inputContentType)));
       }
@@ -987,6 +1044,8 @@
     const message = apply(eventData, event, []);
     if (message?.type === 'run') {
       start(message.task, message.inputs);
+    } else if (message?.type === 'split' && task && !task.ended && message.taskId === task.spec.taskId) {
+      split(message.before);
     } else if (message?.type === 'input' && task?.stream && !task.ended && message.taskId === task.spec.taskId) {
       task.stream.arrived(message.producer, message.inputs);
     } else if (message?.type === 'load' && !sealed && typeof message.url === 'string' && typeof message.text === 'string') {

@@ -3,8 +3,9 @@
 // from the run's sandbox script ahead of the task, or kept from the run's last task here when the
 // sandbox can give the next one fresh globals); this relays
 // between the sandbox and the appliance's WebSocket (docs/protocol.md).
-//   server -> page  task-prepare, task-assign, task-input, task-cancel, task-put-url-reply
-//   page -> server  task-progress, task-log, task-worker-timeout, task-put-url, task-done, task-failed
+//   server -> page  task-prepare, task-assign, task-input, task-cancel, task-split, task-put-url-reply
+//   page -> server  task-progress, task-log, task-worker-timeout, task-split-at, task-put-url, task-done,
+//                   task-failed
 // pmrfs inputs are read from the tab's BlobStore; pmrfs outputs are stored in it under their
 // SHA-256 before task-done names them. A streaming reduce (task-assign `awaiting` other maps) gets
 // the pieces of each of those maps in a task-input once they are in the store, and passes them on.
@@ -202,6 +203,14 @@ export class TaskRunner {
         this.unsent.delete(message.taskId);
         this.end(this.tasks.get(message.taskId));
         return true;
+      case 'task-split': {
+        // A range stops early (the sandbox says where: task-split-at); once its sandbox runs it.
+        const task = this.tasks.get(message.taskId);
+        task?.fed.then(() => {
+          if (!task.ended && task.worker) task.worker.postMessage({type: 'split', taskId: task.id, before: message.before});
+        });
+        return true;
+      }
       case 'task-put-url-reply': this.putUrlReply(message); return true;
       case 'task-prepare':
         this.noteWarm(message.warm);
@@ -305,6 +314,9 @@ export class TaskRunner {
       case 'output': this.output(task, m); break;
       case 'done': this.done(task, m); break;
       case 'failed': this.fail(task, String(m.error ?? 'the task failed'), String(m.stack ?? ''), m.peerLost === true ? {peerLost: true} : {}); break;
+      case 'split-at':
+        if (Number.isInteger(m.chunk) && m.chunk >= 0) this.send({type: 'task-split-at', taskId: task.id, chunk: m.chunk});
+        break;
       case 'worker-timeout':
         if (typeof m.seconds === 'number' && m.seconds > 0) this.send({type: 'task-worker-timeout', taskId: task.id, seconds: m.seconds});
         break;

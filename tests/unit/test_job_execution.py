@@ -326,9 +326,16 @@ def apply(run: RunExecution, task, event: TaskEvent) -> None:
         backup = run.backup(task, "w-backup")
         run.running(backup)
         finish(run, backup, [0, 1])
-    elif event in (TaskEvent.VERIFY, TaskEvent.AGREED, TaskEvent.REJECTED, TaskEvent.EMPTY):
-        # Only validation's agreement makes the first three, and the input's cut the last (their
-        # own tests are below).
+    elif event in (
+        TaskEvent.VERIFY,
+        TaskEvent.AGREED,
+        TaskEvent.REJECTED,
+        TaskEvent.EMPTY,
+        TaskEvent.COVERED,
+        TaskEvent.UNCOVERED,
+    ):
+        # Only validation's agreement makes the first three, the input's cut EMPTY and a range of
+        # chunks the last two (their own tests are below).
         run._move(task, event)
     else:
         run.retry(task, event, "why")
@@ -560,11 +567,20 @@ def test_a_result_whose_worker_left_no_longer_counts():
 def test_a_task_emitting_far_more_slowly_than_its_stage_is_speculated_early():
     run, maps = map_stage_running()
     for t, emits in zip(maps, [900, 1000, 1100, 50], strict=True):
-        t.started, t.launched, t.emits = 99.0, 100.0, emits  # rates count from the launch
+        t.started, t.launched, t.emits, t.work = 99.0, 100.0, emits, 0  # rates count from the launch
     slow = maps[3]
     assert not run.speculable(slow, now=100.5)  # too early to judge
-    assert run.speculable(slow, now=103.0) == "lagging: 17 emits/s, the stage's median 333/s"  # nothing done yet
+    assert run.speculable(slow, now=103.0) == "lagging: 16.7 emits/s, the stage's median 333"  # nothing done yet
     assert not run.speculable(maps[0], now=103.0)
+    # Per record read, once every task read some: a slow browser given a small share of the input (by
+    # its speed) is on time at a low rate, and one given as much as the others is not.
+    for t, records in zip(maps, [20, 20, 20, 1], strict=True):
+        t.work = records
+    assert not run.speculable(slow, now=103.0)
+    slow.work = 20
+    assert run.speculable(slow, now=103.0) == "lagging: 0.833 emits/s per record read, the stage's median 16.7"
+    for t in maps:
+        t.work = 0
     # A stage that calls context.progress() is judged by those calls alone: a map that counts in a
     # Map emits everything at its end, so a finished task's emits say nothing of the others' pace.
     for t, ticks in zip(maps, [900, 1000, 1100, 1000], strict=True):
@@ -572,7 +588,7 @@ def test_a_task_emitting_far_more_slowly_than_its_stage_is_speculated_early():
     maps[0].emits, maps[0].state, maps[0].finished = 50_000, "done", 102.0
     assert not run.speculable(slow, now=103.0)
     slow.ticks = 30
-    assert run.speculable(slow, now=103.0) == "lagging: 10 progress() calls/s, the stage's median 367/s"
+    assert run.speculable(slow, now=103.0) == "lagging: 10 progress() calls/s, the stage's median 367"
     # A stage that reports progress only at its end gives no rate to compare: the 75 % / 1.5 x rule decides.
     for t in maps:
         t.ticks = t.emits = 0
@@ -600,7 +616,7 @@ def test_a_map_that_keeps_no_state_per_rank_is_cut_into_chunks_and_its_followers
     assert RunExecution(1, job).chunks[0] == 1
 
 
-def test_chunks_read_their_piece_of_the_input_and_a_rank_writes_them_in_order():
+def test_a_map_feeding_a_reduce_runs_ranges_of_chunks_split_for_free_workers_and_read_in_order():
     run = RunExecution(1, spec("map", "reduce", workers=2, chunks="auto"))
     started(run, ["w0", "w1"])
     [source] = run_ready(run)
@@ -608,42 +624,65 @@ def test_chunks_read_their_piece_of_the_input_and_a_rank_writes_them_in_order():
     finish(run, source, [0, 1, 2, 4])
     chunks = {(t.rank, t.chunk): t for t in run.all_tasks() if t.stage == 0}
     assert [chunks[(1, c)].state for c in range(4)] == ["waiting", "done", "done", "done"]
-    assert [o.partition for o in run.inputs(chunks[(0, 2)])] == [2]
-    assert chunks[(0, 3)].state == "done" and not run.inputs(chunks[(0, 3)])  # the chunk left empty
-    # Each worker takes its own rank's first chunk.
+    # Each worker takes its rank's first chunk, covering the rank's waiting chunks after it: one task
+    # reads them all, in chunk order.
     first = run_ready(run)
-    assert {(t.rank, t.chunk, t.worker_id) for t in first} == {(0, 0, "w0"), (1, 0, "w1")}
-    finish(run, first[1], [0, 1])  # w1 is done with all of rank 1's map
+    assert {(t.rank, t.chunk, t.covers, t.worker_id) for t in first} == {(0, 0, 3, "w0"), (1, 0, 1, "w1")}
+    rank0 = chunks[(0, 0)]
+    assert [o.partition for o in run.inputs(rank0)] == [0, 1, 2]
+    assert [run.chunk_of(rank0, o) for o in run.inputs(rank0)] == [0, 1, 2]
+    finish(run, chunks[(1, 0)], [0, 1])  # w1 is done with all of rank 1's map
     [(reduce, worker)] = run.ready()  # its reduce starts, to be fed the maps' pieces as they finish
     assert (reduce.stage, reduce.rank, worker) == (1, 1, "w1")
     run.start(reduce, worker)
-    [(taken, worker)] = run.ready()  # meanwhile it takes rank 0's last waiting chunk
-    assert (taken.rank, taken.chunk, worker) == (0, 2, "w1")
-    run.start(taken, worker)
-    run.running(taken)
-    finish(run, first[0], [0, 1])
-    [(mine, worker)] = run.ready()
-    assert (mine.rank, mine.chunk, worker) == (0, 1, "w0")  # the rank's worker goes on from the front
-    run.start(mine, worker)
-    run.running(mine)
-    finish(run, mine, [0, 1])
+    # Nothing is left to take: w0's range is asked to stop halfway, once.
+    assert run.ready() == [] and run.take_splits() == [(rank0.id, "w0", 2)]
+    assert run.ready() == [] and run.take_splits() == []
+    # Its page stops before chunk 2, which w1 takes.
+    assert run.split_at(rank0, 2) and (rank0.covers, rank0.split) == (2, 0)
+    [(taken, worker)] = run_ready_pairs(run)
+    assert (taken.rank, taken.chunk, taken.covers, worker) == (0, 2, 3, "w1")
+    finish(run, rank0, [0, 1])
+    assert chunks[(0, 1)].state == "done" and not chunks[(0, 1)].outputs  # it ran in chunk 0's task
     finish(run, taken, [0, 1])
-    reduce = run.task("A", 1, 0)
     # A reduce reads every map task in rank and chunk order, numbered so for its page.
-    assert [(p.rank, p.chunk) for p in run.producers(reduce)] == [
-        (0, 0),
-        (0, 1),
-        (0, 2),
-        (0, 3),
-        (1, 0),
-        (1, 1),
-        (1, 2),
-        (1, 3),
-    ]
+    reduce = run.task("A", 1, 0)
     assert [run.producer_index(p) for p in run.producers(reduce)] == list(range(8))
     assert [o.location for o in run.inputs(reduce)] == [
-        o.location for (r, c) in [(0, 0), (0, 1), (0, 2), (1, 0)] for o in chunks[(r, c)].outputs if o.partition == 0
+        o.location for (r, c) in [(0, 0), (0, 2), (1, 0)] for o in chunks[(r, c)].outputs if o.partition == 0
     ]
+
+
+def run_ready_pairs(run: RunExecution) -> list:
+    ready = run.ready()
+    for task, worker in ready:
+        run.start(task, worker)
+        feed(run, task)
+    return ready
+
+
+def test_a_range_that_runs_again_runs_its_chunks_again():
+    run = RunExecution(1, spec("map", "reduce", workers=2, chunks="auto"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], list(range(8)))
+    ranges = {t.rank: t for t in run_ready(run)}
+    assert [t.covers for t in ranges.values()] == [4, 4]
+    # A page that cannot split (its job read its input as an array) says so: it is not asked again.
+    finish(run, ranges[1], [0, 1])
+    run.start(run.task("A", 1, 1), "w1")
+    assert run.take_splits() == [] and run.ready() == [] and run.take_splits() == [(ranges[0].id, "w0", 2)]
+    assert not run.split_at(ranges[0], 4) and run.ready() == [] and run.take_splits() == []
+    # Its worker leaves: the chunks it covered wait again, and the next range covers them.
+    run.lose_worker("w0")
+    assert [run.task("A", 0, 0, c).state for c in range(4)] == ["waiting"] * 4
+    assert all(run.task("A", 0, 0, c).covered_by is None for c in range(4))
+    # A done range whose output is lost: its chunks are computed again with it.
+    done = run.task("A", 0, 1, 0)
+    for c in range(1, 4):
+        assert run.task("A", 0, 1, c).state == "done"
+    run.lose_worker("w1")
+    assert [run.task("A", 0, 1, c).state for c in range(4)] == ["waiting"] * 4 and done.covers == 0
+    assert run.groups["A"].stage_done[0] == 0
 
 
 def test_a_run_split_in_chunks_ends_with_each_ranks_output_in_chunk_order():
@@ -672,3 +711,26 @@ def test_free_workers_take_waiting_chunks_fastest_first_and_a_task_id_names_its_
         run.start(task, worker)
     assert run.task("A", 0, 0, 3).id == "1.A.0.0c3.0" and run.find("1.A.0.0c3.0") is run.task("A", 0, 0, 3)
     assert run.find("1.A.0.0c0.0") is None  # a rank's first chunk is named by its rank alone
+
+
+def test_a_range_claims_its_chunks_so_no_free_worker_takes_one_in_the_same_round():
+    run = RunExecution(1, spec("map", "reduce", workers=3, chunks="auto"))
+    started(run, ["w0", "w1", "w2"])
+    finish(run, run_ready(run)[0], list(range(12)), holder="w1")  # the input is copied to w1 too
+    ranges = {t.rank: t for t in run_ready(run)}
+    finish(run, ranges[1], [0, 1, 2])
+    finish(run, ranges[2], [0, 1, 2])
+    for reduce, worker in run.ready():  # w1 and w2 start their streaming reduces
+        run.start(reduce, worker)
+    run.lose_worker("w0")
+    run.assign("A", 0, "w1")  # w1 holds rank 0 as well: both look for work in the same round
+    ready = run.ready()
+    assert [(t.stage, t.rank, t.chunk, w) for t, w in ready] == [(0, 0, 0, "w1")]
+    assert run.take_splits() == []  # w2 found nothing to take, and nothing runs yet that could split
+    run.start(ready[0][0], "w1")
+    run.running(ready[0][0])
+    assert run.task("A", 0, 0).covers == CHUNKS_PER_RANK
+    assert run.ready() == [] and run.take_splits() == [(run.task("A", 0, 0).id, "w1", 2)]
+    # A worker away (its rank waits for it to come back) is not asked.
+    run.task("A", 0, 0).split = 0
+    assert run.ready(away={"w1"}) == [] and run.take_splits() == []

@@ -106,3 +106,19 @@ def test_a_checkpoint_keeps_how_the_input_was_cut():
     older = run_of(["fast", "slow"])
     checkpoints.restore(older, saved)
     assert older.input_shares("A", {"fast": 3.0, "slow": 1.0}.get) == []
+
+
+def test_a_browser_a_backup_outran_is_at_most_as_fast_as_its_task_over_the_time_it_had():
+    run, speeds = run_of(["fast", "slow", "mid"]), Speeds()
+    maps = cut_input(run, [10, 10, 10])
+    speeds.estimates["slow"] = 1.2  # from an earlier run, when it was fast
+    work(run, maps[0], "fast", 1.0, 1.0)
+    speeds.finished(run, maps[0])
+    # The backup of slow's task took 1 s; slow's own attempt had worked 4 s without finishing.
+    work(run, maps[1], "fast", 1.0, 4.0)
+    speeds.finished(run, maps[1])
+    speeds.outran(run, maps[1], "slow", 4.0)
+    assert speeds.of("slow") == pytest.approx(0.25)
+    # Evidence only lowers an estimate: a browser outrun after a long wait is not made faster.
+    speeds.outran(run, maps[1], "slow", 2.0)
+    assert speeds.of("slow") == pytest.approx(0.25)

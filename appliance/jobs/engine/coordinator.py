@@ -257,7 +257,7 @@ class Coordinator:
             return
         if self.shared.draining:
             return  # stopping: the running tasks finish, nothing starts
-        for task, worker_id in run.execution.ready(self.shared.speeds.of):
+        for task, worker_id in run.execution.ready(self.shared.speeds.of, run.seats.away):
             run.execution.start(task, worker_id)
             self.shared.spawn(self.staging.launch(run, task))
         await self.speculation.look(run, clock)

@@ -110,6 +110,7 @@ class Ending:
                 else:
                     run.execution.retry(task, TaskEvent.CANCEL, reason)
         run.execution.take_cancels()  # each page was told above
+        run.execution.take_splits()  # nothing left to split
         await self._discard(run, intermediate_only=False)
         await self._finish(run, state, cause, reason, [])
 

@@ -15,7 +15,8 @@ from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.staging import Staging, partition_problem, stalled_on
-from appliance.jobs.execution import Attempt, Output, Task, TaskEvent, Try
+from appliance.jobs.execution import SPLIT_ASKED, SPLIT_DECLINED, Attempt, Output, Task, TaskEvent, Try
+from appliance.jobs.logs import FLEET
 from appliance.jobs.metrics import TASK_FAILURES, TASKS_DONE, failure_cause
 from appliance.jobs.peers import Peers
 from appliance.jobs.sandbox_script import first_place, map_stack
@@ -36,6 +37,7 @@ class Reports:
             p.TaskProgress: self._progressed,
             p.TaskLog: self._logged,
             p.TaskWorkerTimeout: self._timeout_set,
+            p.TaskSplitAt: self._split_at,
             p.TaskPutUrl: self._put_url,
             p.TaskDone: self._reported_done,
             p.TaskFailed: self._reported_failed,
@@ -100,6 +102,30 @@ class Reports:
     @staticmethod
     def _timeout_set(run: LiveRun, task: Try, worker: Worker, message: p.TaskWorkerTimeout) -> None:
         task.worker_timeout, task.last_activity = message.seconds, time.monotonic()
+
+    def _split_at(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskSplitAt) -> None:
+        """A range's page answered its task-split: the chunks after where it stops go to free workers."""
+        if task.is_backup:
+            return
+        asked = task.split == SPLIT_ASKED
+        if not run.execution.split_at(task, message.chunk):
+            if asked and task.split == SPLIT_DECLINED:
+                self.logs.add(
+                    run.run_id,
+                    f"{run.where(task)} on worker {worker.worker_id} cannot stop its range early (its job read "
+                    "its input other than with for await...of, or it is in its range's last chunk)",
+                    source=FLEET,
+                )
+            return
+        if (backup := run.execution.backups.get(task)) is not None:
+            self.placement.drop_extra(run, backup, TaskEvent.CANCEL, "the range it backs up was split")
+        self.logs.add(
+            run.run_id,
+            f"{run.where(task)} on worker {worker.worker_id} stops before chunk {message.chunk + 1}: "
+            "free workers take the rest of its range",
+            source=FLEET,
+        )
+        self.shared.wake.set()
 
     def _put_url(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskPutUrl) -> None:
         self.shared.spawn(self.staging.put_url(run, task, worker, message))
@@ -176,11 +202,18 @@ class Reports:
         backup = execution.backups.get(primary)
         racing = [primary, *([backup] if backup else []), *execution.replicas.get(primary, [])]
         stalled = {a.id for a in racing if a is not task and a.stalled}
+        # Since when each other attempt worked: one this attempt outran was at most so fast.
+        launched = {a.worker_id: a.launched for a in racing if a is not task and not a.stalled and a.launched}
         stopped = execution.done(task, outputs, message.emits, message.cpu_ms)
         if primary.state == "done":
             self.shared.speeds.finished(execution, primary)
+            now = time.monotonic()
+            for _, loser in stopped:
+                if loser in launched and loser not in run.seats.away:
+                    self.shared.speeds.outran(execution, primary, loser, now - launched[loser])
             self.staging.prestage(run, primary)
-            self.staging.feed_consumers(run, primary)
+            for done in (primary, *execution.covered(primary)):
+                self.staging.feed_consumers(run, done)
         for rejected in [a for a in execution.history[recorded:] if a.state == "rejected"]:
             self.logs.add(
                 run.run_id,

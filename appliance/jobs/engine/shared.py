@@ -48,9 +48,12 @@ class Shared:
 
     def deliver(self, run: LiveRun) -> None:
         """After each step of the engine: send what the run's execution decided (take_cancels: pages
-        drop attempts no longer wanted), and with ``engine_checks`` check its invariants."""
+        drop attempts no longer wanted; take_splits: ranges asked to split), and with
+        ``engine_checks`` check its invariants."""
         for task_id, worker_id in run.execution.take_cancels():
             self.send(worker_id, p.TaskCancel(task_id=task_id))
+        for task_id, worker_id, before in run.execution.take_splits():
+            self.send(worker_id, p.TaskSplit(task_id=task_id, before=before))
         if self.settings.engine_checks and not run.ending and not run.broken:
             try:
                 invariants.check(run.execution)

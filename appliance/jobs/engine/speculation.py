@@ -118,9 +118,8 @@ class Speculation:
             return None
         if (per_record := speeds.seconds_per_record(execution, task)) is None:
             return None
-        records = sum(o.records for o in execution.inputs(task))
-        left = records * per_record / mine - (clock - task.launched)
-        there = records * per_record / theirs
+        left = task.work * per_record / mine - (clock - task.launched)
+        there = task.work * per_record / theirs
         if left < OUTPACED_SPEEDUP * there + OUTPACED_COPY_SECONDS:
             return None
         return (

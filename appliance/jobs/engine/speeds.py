@@ -34,13 +34,24 @@ class Speeds:
         """``task`` is done: its worker's estimate moves toward the task's speed."""
         if task.stage == INPUT_STAGE or not task.worker_id or (own := _seconds(task)) is None:
             return
-        task.work = sum(o.records for o in execution.inputs(task))
-        rates = [t.work / s for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t)) and t.work]
+        rates = _rates(execution, task)
         if not task.work or len(rates) < YARDSTICK_TASKS:
             return
         speed = task.work / max(own, 1e-3) / statistics.median(rates)
         before = self.estimates.get(task.worker_id)
         self.estimates[task.worker_id] = speed if before is None else before + WEIGHT * (speed - before)
+
+    def outran(self, execution: RunExecution, task: Task, worker_id: str, seconds: float) -> None:
+        """Another browser's attempt finished ``task`` (done, speeds.finished first) while the attempt of
+        ``worker_id``, which still answered, had worked ``seconds`` on it: its speed was at most the
+        task's records over that time. A browser outrun by backups every time would otherwise never
+        finish a task to be measured by, and keep its old estimate."""
+        rates = _rates(execution, task)
+        if not task.work or not rates:
+            return
+        ceiling = task.work / max(seconds, 1e-3) / statistics.median(rates)
+        if ceiling < self.of(worker_id):
+            self.estimates[worker_id] = ceiling
 
     def seconds_per_record(self, execution: RunExecution, task: Task) -> float | None:
         """What a record of the task's stage takes a browser of speed 1.0, from the stage's finished
@@ -51,6 +62,11 @@ class Speeds:
             if (s := _seconds(t)) and t.work
         ]
         return statistics.median(times) if times else None
+
+
+def _rates(execution: RunExecution, task: Task) -> list[float]:
+    """Records per second of each finished task of ``task``'s stage that read any."""
+    return [t.work / s for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t)) and t.work]
 
 
 def _seconds(task: Task) -> float | None:

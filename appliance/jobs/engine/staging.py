@@ -19,6 +19,7 @@ from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.execution import INPUT_STAGE, Output, Task, TaskEvent, Try
+from appliance.jobs.logs import FLEET
 
 MAX_PARALLEL_COPIES = 8
 
@@ -74,12 +75,24 @@ class Staging:
             described = [{"url": cloud.presign_get(run.storage, o.location)} for o in inputs]
         elif (described := await self._staged(run, task, worker, inputs)) is None:
             return
+        for entry, output in zip(described, inputs, strict=True):
+            if (chunk := run.execution.chunk_of(task, output)) is not None:
+                entry["chunk"] = chunk  # where a range's page may stop (task-split)
         run.execution.transitions.because(f"staged:{task.id}")
         run.execution.running(task)
         if not task.is_backup:
             run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
+        assignment = self.assignment(run, task, described)
+        if assignment.shares:
+            total, homes = sum(assignment.shares), run.execution.groups[task.group].ranks
+            cut = ", ".join(
+                f"rank {r} {share / total:.0%} (speed {self.shared.speeds.of(home or ''):.2f})"
+                for r, (share, home) in enumerate(zip(assignment.shares, homes, strict=True))
+            )
+            note = f"group {task.group}'s input is cut by the speed estimates of its ranks' browsers: {cut}"
+            self.shared.logs.add(run.run_id, note, source=FLEET)
         with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
-            await worker.send(self.assignment(run, task, described))
+            await worker.send(assignment)
 
     async def _staged(self, run: LiveRun, task: Try, worker: Worker, inputs: list[Output]) -> list[dict] | None:
         """PMRFS inputs copied to the worker: how the task-assign names them, or None when the task
@@ -331,6 +344,8 @@ class Staging:
         """Copy the inputs the target does not hold from a worker that does; None when all arrived,
         otherwise what went wrong."""
         limit = asyncio.Semaphore(MAX_PARALLEL_COPIES)
+        # A pair of workers whose copies fail together (a range's pieces, moved at once) counts once.
+        failed: set[tuple[str, str]] = set()
 
         async def fetch(output: Output) -> str | None:
             if (early := run.transfers.prestaging.get((output.location, target.worker_id))) is not None:
@@ -347,7 +362,9 @@ class Staging:
                         return None
                     if not self.answering(target):
                         return f"worker {target.worker_id} stopped answering while it was sent blob {output.location}"
-                    run.transfers.copy_failures.record(source.worker_id, target.worker_id)
+                    if (source.worker_id, target.worker_id) not in failed:
+                        failed.add((source.worker_id, target.worker_id))
+                        run.transfers.copy_failures.record(source.worker_id, target.worker_id)
                 if self.from_appliance is not None and await self.from_appliance(output.location, output.size, target):
                     output.holders.add(target.worker_id)
                     return None
