@@ -27,9 +27,9 @@ collections.Counter over the same text. Each case has one warm-up run per side f
 speed estimates settle on the new quotas), then --rounds runs, the sides taking turns run by run.
 With --before COMMIT, COMMIT's code runs beside this checkout's (a git worktree at BEFORE_DIR, on
 PYTHONPATH, with the same virtualenv; removed at the end): its own appliance and four browsers in
-cgroups of their own, given the same quotas. With --chunks, this checkout also runs the job with
-its map asking for chunks (`stage.chunks = 'auto'`; one task per rank is the default) on the same
-appliance and browsers. A side's runner gets --ignore-busy where it has it
+cgroups of their own, given the same quotas. With --per-rank, this checkout also runs the job with
+its map asking for one task per rank (`stage.chunks = 'rank'`; chunks, run as ranges split on
+demand, are the default) on the same appliance and browsers. A side's runner gets --ignore-busy where it has it
 (older runners always ignored the Compute Pressure API).
 
 Targets (issue 28): uneven / equal <= 1.15 on 48 files; departure right, within 1.5 x equal.
@@ -332,7 +332,7 @@ def describe(player: Player, case: str, result: dict) -> str:
 
 @dataclass
 class Player:
-    """A job on a side: the example, or the example asking for chunks."""
+    """A job on a side: the example, or the example asking for one map task per rank."""
 
     name: str
     side: Side
@@ -444,15 +444,15 @@ def report(bench: Bench) -> None:
             print(f"{player.name:12} {layout}: {ratios}, right {right}/{len(runs)}; missed {bench.missed[player.name]}")
 
 
-def in_chunks(script: str) -> str:
-    """The example with its map asking for chunks (``stage.chunks = 'auto'``)."""
+def with_chunks(script: str, chunks: str) -> str:
+    """The example with its map asking for ``chunks`` (``stage.chunks``: 'auto', the default, or 'rank')."""
     old = "execution.addStage(new MapStage(async function map(x) {"
     assert script.count(old) == 1, "the example's map stage was not found"
     script = script.replace(old, "const map = new MapStage(async function map(x) {")
     old = "}));\n\nexecution.addStage(new ReduceStage"
     assert script.count(old) == 1, "the example's reduce stage was not found"
     return script.replace(
-        old, "});\nmap.chunks = 'auto';\nexecution.addStage(map);\n\nexecution.addStage(new ReduceStage"
+        old, f"}});\nmap.chunks = '{chunks}';\nexecution.addStage(map);\n\nexecution.addStage(new ReduceStage"
     )
 
 
@@ -486,7 +486,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each case and side (median)")
     parser.add_argument("--before", metavar="COMMIT", help=f"also COMMIT's code, side by side (worktree {BEFORE_DIR})")
     parser.add_argument("--quick", action="store_true", help="a 6 MB corpus, one round: a smoke run")
-    parser.add_argument("--chunks", action="store_true", help="also the job asking for chunks on this checkout")
+    parser.add_argument("--per-rank", action="store_true", help="also the job with one map task per rank")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))  # the cleanup below still runs
     rounds, total_mb = (1, 6) if args.quick else (args.rounds, TOTAL_MB)
@@ -515,9 +515,9 @@ def main() -> None:
                 side.start()
             print(f"sides: {', '.join(f'{s.name} ({s.code})' for s in sides)}; {BROWSERS} browsers each", flush=True)
             players = [Player(side.name, side, scripts) for side in sides]
-            if args.chunks:
-                chunked = {layout: in_chunks(script) for layout, script in scripts.items()}
-                players.append(Player("this, chunks", sides[-1], chunked))
+            if args.per_rank:
+                per_rank = {layout: with_chunks(script, "rank") for layout, script in scripts.items()}
+                players.append(Player("this, 1/rank", sides[-1], per_rank))
             bench = Bench(players, expected, rounds, bool(os.environ.get("BENCH_SHOW_LOG")))
             for layout in LAYOUTS:
                 for shares in SHARES:

@@ -19,6 +19,7 @@ import httpx
 from playwright.sync_api import Browser, BrowserContext, BrowserType, expect
 from playwright.sync_api import Error as PlaywrightError
 
+from tests.cpu_groups import CpuGroup
 from tests.support import Appliance, free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -98,23 +99,24 @@ class Workers:
 
 class LoneChromium:
     """A headless Chromium launched here (not by Playwright) and reached over CDP, so that we know the
-    pid of its browser process: stopping that process (SIGSTOP) leaves its renderers running."""
+    pid of its browser process: stopping that process (SIGSTOP) leaves its renderers running. Given
+    a CPU group (tests/cpu_groups.py), it and all its processes run in it: a machine whose share of
+    the CPU the group's quota sets."""
 
-    def __init__(self, browser_type: BrowserType):
+    def __init__(self, browser_type: BrowserType, cpu_group: CpuGroup | None = None):
         self.profile = tempfile.mkdtemp(prefix="peermr-lone-chromium-")
         self.port = free_port()
+        argv = [
+            CHROMIUM,
+            *CHROMIUM_ARGS,
+            "--headless",
+            f"--remote-debugging-port={self.port}",
+            f"--user-data-dir={self.profile}",
+            "--no-first-run",
+            "about:blank",
+        ]
         self.proc = subprocess.Popen(
-            [
-                CHROMIUM,
-                *CHROMIUM_ARGS,
-                "--headless",
-                f"--remote-debugging-port={self.port}",
-                f"--user-data-dir={self.profile}",
-                "--no-first-run",
-                "about:blank",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            cpu_group.command(argv) if cpu_group else argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         deadline = time.monotonic() + 60
         while True:

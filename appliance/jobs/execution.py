@@ -5,7 +5,7 @@ worker vanished) and asks it what can start next. Every group (A..Z) runs the jo
 ``workerCount`` ranks; each rank is bound to one worker (its home), which runs that rank's tasks
 one at a time, stage after stage. Stage -1 is the input function, run on rank 0.
 
-A map stage that asks for it (``stage.chunks = 'auto'``) and does not talk to other ranks splits
+A map stage (``stage.chunks = 'auto'``, the default) that does not talk to other ranks splits
 each rank's input into CHUNKS_PER_RANK contiguous chunks, one task each: the rank's worker takes
 them in order, and a worker of the run with nothing of its own to do takes another rank's waiting
 chunk (it pulls work as it frees up, so a fast browser does more than a slow one). A rank's output
@@ -62,8 +62,13 @@ SPLIT_ASKED, SPLIT_DECLINED = 1, 2
 # percent from run to run on equal machines, and cutting by that noise would make one of them late.
 SHARE_SPREAD = 1.5
 # Shares are whole numbers (the page cuts with integers, so both sides agree on every bound): the
-# fastest browser's is SHARE_SCALE, and none is below SHARE_SCALE / 16.
+# fastest browser's is SHARE_SCALE.
 SHARE_SCALE = 64
+# A browser below this fraction of the fastest's speed gets no share: what a map costs whatever its
+# input (its sandbox, its output of nearly every key) would make it the last to finish however
+# little it were given (bench/uneven_fleet.py: a 0.125-core browser took 1.3-1.6 s on 6 % of the
+# input while the others took 0.7-0.9 s on theirs). Its rank's map then runs on no records.
+SHARE_CUTOFF = 0.25
 
 
 def stage_label(stage: int) -> str:
@@ -143,7 +148,8 @@ class Task(Try):
 
     @property
     def empty(self) -> bool:
-        """A chunk after its rank's first that got no input: done without running (progress leaves it out)."""
+        """A chunk after its rank's first that got no input, or that an earlier chunk's range ran: done
+        without an attempt of its own (progress leaves it out)."""
         return bool(self.chunk) and self.state == "done" and not self.worker_id
 
 
@@ -324,7 +330,7 @@ class RunExecution(Stragglers, Agreement):
 
     @staticmethod
     def _chunks(spec: JobSpec) -> dict[int, int]:
-        """Each stage's tasks per rank. A map that asks for chunks (``stage.chunks = 'auto'``) splits into
+        """Each stage's tasks per rank. A map (unless ``stage.chunks = 'rank'``) splits into
         CHUNKS_PER_RANK unless it talks to other ranks or keeps state per rank (context.rng,
         context.shard, getWorkerCount); it reads the stage before's chunks one to one when that stage
         is a map split alike, and otherwise can only be split if it is the first (the input's
@@ -487,7 +493,9 @@ class RunExecution(Stragglers, Agreement):
             group.shares = []
             if weighed and max(speeds) >= SHARE_SPREAD * min(speeds):
                 fastest = max(speeds)
-                group.shares = [max(SHARE_SCALE // 16, round(SHARE_SCALE * s / fastest)) for s in speeds]
+                group.shares = [
+                    max(1, round(SHARE_SCALE * s / fastest)) if s >= SHARE_CUTOFF * fastest else 0 for s in speeds
+                ]
             self.changes += 1
         return group.shares
 

@@ -213,7 +213,7 @@
         contentType: {value: 'application/json', at: null},
         timeout: {value: 3600, at: null},
         combine: {value: false, at: null},
-        chunks: {value: 'rank', at: null},
+        chunks: {value: 'auto', at: null},
       });
     }
   }

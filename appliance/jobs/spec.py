@@ -60,12 +60,10 @@ class StageSpec(msgspec.Struct, rename="camel", kw_only=True):
     timeout: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_STAGE_TIMEOUT
     # A reduce stage whose function also runs on each map task's output before the shuffle.
     combine: bool = False
-    # How a map's input is cut: "rank", one task per rank; "auto" lets the engine split each rank's
-    # share into chunks that free workers take (execution.py). One task per rank is the default:
-    # each chunk shuffles its own copy of the keys it saw (bench/uneven_fleet.py measured a word
-    # count's maps doing twice the work in chunks), which pays only where the map's work is large
-    # beside its output.
-    chunks: StageChunks = "rank"
+    # How a map's input is cut: "auto" lets the engine split each rank's share into chunks that free
+    # workers take (a map feeding a reduce runs them as ranges, split on demand: execution.py);
+    # "rank", one task per rank.
+    chunks: StageChunks = "auto"
     # Where the function's source starts in the job script (1-based), for mapping stack traces
     # back to it; None when the script does not hold the text (or the spec predates this).
     line: int | None = None

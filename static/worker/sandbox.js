@@ -860,7 +860,7 @@
       return records;
     }
     const stop = specs.reduce((end, input) => Math.max(end, (input.chunk ?? -1) + 1), 0);  // the range's end
-    const range = task.range = {starts, end: records.length, stop, at: -1, whole: false};
+    const range = task.range = {records, starts, end: records.length, stop, at: -1, whole: false};
     const iterate = async function* () {
       for (let i = 0; i < range.end; i++) {
         range.at = i;
@@ -897,6 +897,7 @@
       range.stop = range.starts[next][0];
       range.end = range.starts[next][1];
       range.starts = range.starts.slice(0, next);
+      range.records.length = range.end;  // however the job goes on to read x, it sees the range's records only
     }
     post({type: 'split-at', chunk: range.stop});
   }

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
+import re
 import time
 from collections import Counter
 
@@ -24,6 +26,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.browsers import LoneChromium, Throttle, Workers
+from tests.cpu_groups import CpuGroup
 from tests.e2e.test_jobs_in_browsers import CorpusServer
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
@@ -175,8 +178,16 @@ def admin(appliance):
 
 
 @pytest.fixture(scope="module")
-def lone(chromium):
-    browser = LoneChromium(chromium.browser_type)
+def cpu_group():
+    """The lone browser's CPU cgroup: no limit but while a test makes it a slow machine."""
+    group = CpuGroup(f"peermr-test-{os.getpid()}-lone")
+    yield group
+    group.remove()
+
+
+@pytest.fixture(scope="module")
+def lone(chromium, cpu_group):
+    browser = LoneChromium(chromium.browser_type, cpu_group)
     yield browser
     browser.close()
 
@@ -481,3 +492,38 @@ def test_a_task_that_awaits_without_emitting_is_busy_and_one_that_spins_is_stall
     assert output(api, run_id) == {"0": 2, "1": 2}
     assert not [line for line in log.splitlines() if line.startswith("stage 1 (map)") and "is stalled" in line], log
     assert [line for line in log.splitlines() if line.startswith("stage 2 (reduce)") and "is stalled" in line], log
+
+
+SLOW_CORES = 0.1  # the slow machine's share of the CPU
+
+
+@pytest.mark.timeout(900)
+def test_a_slow_machine_gets_a_smaller_share_of_the_input(appliance, api, steady, straggler, cpu_group, urls, expected):
+    """Uneven machines: the lone browser's CPU group is given a tenth of a core, the three others run
+    free. A word count whose map is cut into chunks (four times the corpus: sixteen items) runs twice
+    on the four: the first run finds the slow browser out (its tasks are raced and outrun), the second
+    cuts the input by the browsers' speed estimates, and the slow browser's rank gets the smallest
+    share. Both give the right counts."""
+    slow = worker_id(straggler.tabs[0])
+    all_idle(api, steady.tabs + straggler.tabs)
+    script = job_script(urls * 4, rounds=ROUNDS // 4).replace("map.chunks = 'rank';", "map.chunks = 'auto';")
+    cpu_group.limit(SLOW_CORES)
+    try:
+        runs = []
+        for name in ("uneven-first", "uneven-second"):
+            runs.append(start(api, name, script))
+            run = wait(api, runs[-1], timeout=300)
+            assert run["state"] == "succeeded", run["reason"] + log_text(api, runs[-1])[-3000:]
+            assert output(api, runs[-1]) == {word: 4 * n for word, n in expected.items()}
+            all_idle(api, steady.tabs + straggler.tabs)
+    finally:
+        cpu_group.limit(None)
+    log = log_text(api, runs[-1])
+    cut = re.search(r"group A's input is cut by the speed estimates of its ranks' browsers: (.*)", log)
+    assert cut, log
+    shares = {int(rank): int(pct) for rank, pct in re.findall(r"rank (\d+) (\d+)%", cut.group(1))}
+    [(home,)] = appliance.query(
+        f"SELECT rank FROM jobs_task WHERE run = {runs[-1]} AND stage = 0 AND chunk = 0 AND attempt = 0 "
+        f"AND worker_id = '{slow}'"
+    )
+    assert all(shares[home] < share for rank, share in shares.items() if rank != home), (home, shares)

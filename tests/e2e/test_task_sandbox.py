@@ -318,6 +318,77 @@ def test_the_input_is_cut_in_proportion_to_the_ranks_shares(harness):
     }
 
 
+# A map that is slow in its first chunk (a split asked then arrives while it reads it), and one that
+# reads its input as an array (it may read any record: it cannot stop early).
+RANGE_MAP = """async function map(x) {
+  for await (const [index, item] of x) {
+    if (index === 0) await new Promise(resolve => setTimeout(resolve, 400));
+    context.emit(String(index), item);
+  }
+  await context.onComplete();
+}"""
+ARRAY_MAP = """async function map(x) {
+  for (let i = 0; i < x.length; i++) {
+    if (i === 0) await new Promise(resolve => setTimeout(resolve, 400));
+    context.emit(String(x[i][0]), x[i][1]);
+  }
+}"""
+
+
+# One that has not started reading when the split comes, then reads x as an array: it sees the range
+# up to the split only.
+LATE_ARRAY_MAP = """async function map(x) {
+  await new Promise(resolve => setTimeout(resolve, 400));
+  for (const [index, item] of x) context.emit(String(index), item);
+}"""
+
+
+@pytest.mark.parametrize("reads", ["for-await", "as-an-array", "as-an-array-after-the-split"])
+def test_a_range_stops_before_a_later_chunk_when_asked_unless_its_job_read_its_input_as_an_array(harness, reads):
+    """A range's task (its inputs name their chunks) asked to split (task-split) while in its first
+    chunk stops before the chunk asked for and says so (task-split-at); its output holds the chunks
+    before it. A job that read its input other than with for await...of runs its whole range, and
+    says so with the range's end; one that had read nothing yet sees only the records before the
+    split, however it reads them."""
+    maps = {"for-await": RANGE_MAP, "as-an-array": ARRAY_MAP, "as-an-array-after-the-split": LATE_ARRAY_MAP}
+    script = harness.job(f"range-{reads}", [maps[reads]])
+    inputs = [harness.put(codecs.JSON, [(i, f"item {i}")]) | {"chunk": i} for i in range(4)]
+    task = {
+        "type": "task-assign",
+        "taskId": f"range-{reads}",
+        "runId": "run-1",
+        "script": script,
+        "kind": "map",
+        "stage": 0,
+        "group": "A",
+        "rank": 0,
+        "workerCount": 1,
+        "partitioning": "hash",
+        "inputContentType": "application/json",
+        "outputContentType": "application/json",
+        "inputs": inputs,
+        "wasm": {},
+        "storage": "pmrfs",
+        "workerTimeout": 3600,
+        "fetchOrigins": [],
+    }
+    result = harness.page.evaluate(
+        """async task => {
+          const done = harness.run(task);
+          await new Promise(resolve => setTimeout(resolve, 150));
+          await harness.runner.handle({type: 'task-split', taskId: task.taskId, before: 2});
+          return await done;
+        }""",
+        task,
+    )
+    end, messages = result["end"], result["messages"]
+    assert end["type"] == "task-done", end
+    answers = [m["chunk"] for m in messages if m["type"] == "task-split-at"]
+    kept = 4 if reads == "as-an-array" else 2
+    assert answers == [kept]
+    assert sorted(int(k) for k, _ in harness.records(codecs.JSON, end["outputs"])) == list(range(kept))
+
+
 FLUSH_MAP = """async function map(x) {
   for (const [k, v] of x) {
     context.emit(k, v);

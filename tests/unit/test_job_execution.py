@@ -6,6 +6,7 @@ import typing
 
 import pytest
 
+from appliance.jobs import checkpoints
 from appliance.jobs.execution import (
     CHUNKS_PER_RANK,
     INPUT_STAGE,
@@ -734,3 +735,21 @@ def test_a_range_claims_its_chunks_so_no_free_worker_takes_one_in_the_same_round
     # A worker away (its rank waits for it to come back) is not asked.
     run.task("A", 0, 0).split = 0
     assert run.ready(away={"w1"}) == [] and run.take_splits() == []
+
+
+def test_a_checkpoint_keeps_what_each_range_covers():
+    run = RunExecution(1, spec("map", "reduce", workers=2, chunks="auto"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], list(range(8)), holder="w1")
+    ranges = {t.rank: t for t in run_ready(run)}
+    finish(run, ranges[1], [0, 1])
+    saved = checkpoints.decode(checkpoints.encode(checkpoints.capture(run, {}, set(), {}, {})))
+    again = RunExecution(1, spec("map", "reduce", workers=2, chunks="auto"))
+    checkpoints.restore(again, saved)
+    # The running range covers its chunks again; the done one's chunks are done, and run again with it.
+    running = again.task("A", 0, 0)
+    assert (running.state, running.covers) == ("running", CHUNKS_PER_RANK)
+    assert [again.task("A", 0, 0, c).covered_by for c in range(1, 4)] == [running] * 3
+    assert [again.task("A", 0, 1, c).state for c in range(4)] == ["done"] * 4
+    again.lose_worker("w1")
+    assert [again.task("A", 0, 1, c).state for c in range(4)] == ["waiting"] * 4

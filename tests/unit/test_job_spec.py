@@ -396,11 +396,11 @@ def test_a_reduce_stage_can_combine_and_a_map_stage_cannot():
     assert 'combine of stage 1 (ReduceStage) must be true or false (got "yes")' in str(error)
 
 
-def test_a_map_runs_one_task_per_rank_unless_it_asks_for_chunks():
-    assert [s.chunks for s in extract_spec(WORD_COUNT).stages] == ["rank", "rank"]
-    stages = "const m = new MapStage(async function map(x) {});\nm.chunks = 'auto';\ne.addStage(m);"
-    assert [s.chunks for s in extract_spec(job("", stages=stages)).stages] == ["auto"]
-    error = refused(job("", stages=stages.replace("'auto'", "'many'")))
+def test_a_map_is_cut_in_chunks_unless_it_asks_for_one_task_per_rank():
+    assert [s.chunks for s in extract_spec(WORD_COUNT).stages] == ["auto", "auto"]
+    stages = "const m = new MapStage(async function map(x) {});\nm.chunks = 'rank';\ne.addStage(m);"
+    assert [s.chunks for s in extract_spec(job("", stages=stages)).stages] == ["rank"]
+    error = refused(job("", stages=stages.replace("'rank'", "'many'")))
     assert "unknown chunks of stage 1 (MapStage) \"many\": use 'auto' or 'rank'" in str(error)
     assert error.line == 4  # where it was set
 

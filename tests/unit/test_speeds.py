@@ -16,7 +16,10 @@ REDUCE = "async function reduce(kv) {}"
 
 def run_of(workers: list[str], *stages: tuple[str, str]) -> RunExecution:
     spec = JobSpec(
-        stages=[StageSpec(kind=kind, source=source) for kind, source in stages or [("map", MAP), ("reduce", REDUCE)]],
+        stages=[
+            StageSpec(kind=kind, source=source, chunks="rank")
+            for kind, source in stages or [("map", MAP), ("reduce", REDUCE)]
+        ],
         worker_count=len(workers),
         input_source="async function input() { return []; }",
     )
@@ -79,10 +82,10 @@ def test_the_input_is_cut_by_speed_only_for_a_map_feeding_a_reduce_and_only_when
     assert run.input_shares("A", lambda worker: 1.0) == [SHARE_SCALE, SHARE_SCALE // 2, SHARE_SCALE // 4]
     # Speeds within the noise of an estimate: equal pieces.
     assert run_of(["fast", "mid"]).input_shares("A", {"fast": 1.3, "mid": 1.0}.get) == []
-    # A vacant rank counts as a typical browser; none gets less than 1/16 of the fastest's share.
+    # A vacant rank counts as a typical browser; one under a quarter of the fastest's speed gets none.
     vacant = run_of(["fast", "mid", "slow"])
     vacant.assign("A", 1, None)
-    assert vacant.input_shares("A", {"fast": 100.0, "slow": 0.5}.get) == [SHARE_SCALE, 4, 4]
+    assert vacant.input_shares("A", {"fast": 3.0, "slow": 0.5}.get) == [SHARE_SCALE, SHARE_SCALE // 3, 0]
     # Where the cuts fall would change a result: a map's own output per rank (no reduce after it),
     # a map that keeps state per rank, a map that talks to other ranks.
     for stages in [

@@ -133,7 +133,9 @@ class LiveRun:
 
     def where(self, task: Try) -> str:
         chunks = self.execution.chunks[task.stage]
-        chunk = f" (chunk {task.chunk + 1} of {chunks})" if chunks > 1 else ""
+        last = max(task.covers, task.chunk + 1)  # a range's: its chunks so far
+        span = f"{task.chunk + 1}" if last == task.chunk + 1 else f"s {task.chunk + 1}-{last}"
+        chunk = f" (chunk{span} of {chunks})" if chunks > 1 else ""
         return f"{stage_name(self.execution, task.stage)} on rank {task.rank}{chunk} of group {task.group}"
 
     def served_by(self, worker: Worker) -> None:
