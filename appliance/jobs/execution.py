@@ -504,7 +504,10 @@ class RunExecution(Stragglers, Agreement):
         return self.worker_count * self.chunks[0] if stage == INPUT_STAGE else self.worker_count
 
     def ready(
-        self, faster: Callable[[str], float] = lambda worker_id: 0.0, away: Collection[str] = ()
+        self,
+        faster: Callable[[str], float] = lambda worker_id: 0.0,
+        away: Collection[str] = (),
+        worth_splitting: Callable[[Task], bool] = lambda task: True,
     ) -> list[tuple[Task, str]]:
         """The tasks that start now, each with its worker: a free worker of the run takes its own rank's
         next waiting task whose inputs are complete; one with none takes another rank's (the last
@@ -512,7 +515,8 @@ class RunExecution(Stragglers, Agreement):
         the fastest workers first (``faster``: a worker's speed, higher is faster). A streaming
         reduce waiting for its input does not keep its worker: a worker holding two ranks runs the
         map whose output its own reduce waits for. A range claims the chunks it will cover; free
-        workers left with nothing ask ranges to split (not those of workers ``away``)."""
+        workers left with nothing ask ranges to split (not those of workers ``away``, nor those not
+        ``worth_splitting``)."""
         found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         taken: set[Task] = set()
@@ -541,10 +545,12 @@ class RunExecution(Stragglers, Agreement):
             occupied.add(worker)
         if self.ranged:
             for letter, count in idle.items():
-                self._ask_splits(letter, count, away)
+                self._ask_splits(letter, count, away, worth_splitting)
         return found
 
-    def _ask_splits(self, letter: str, idle: int, away: Collection[str]) -> None:
+    def _ask_splits(
+        self, letter: str, idle: int, away: Collection[str], worth_splitting: Callable[[Task], bool]
+    ) -> None:
         """``idle`` free workers of the group have nothing to take: as many of its running ranges (those
         with the most chunks, none racing a backup) are asked to stop halfway, counting those asked
         already and not answered yet."""
@@ -553,7 +559,7 @@ class RunExecution(Stragglers, Agreement):
         for t in self.active:
             if isinstance(t, Task) and t.group == letter and t.state == "running" and t.worker_id not in away:
                 asked += t.split == SPLIT_ASKED
-                if t.covers - t.chunk >= 2 and not t.split and t not in self.backups:
+                if t.covers - t.chunk >= 2 and not t.split and t not in self.backups and worth_splitting(t):
                     ranges.append(t)
         for task in sorted(ranges, key=lambda t: t.covers - t.chunk, reverse=True)[: max(idle - asked, 0)]:
             task.split = SPLIT_ASKED

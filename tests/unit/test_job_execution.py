@@ -731,6 +731,8 @@ def test_a_range_claims_its_chunks_so_no_free_worker_takes_one_in_the_same_round
     run.start(ready[0][0], "w1")
     run.running(ready[0][0])
     assert run.task("A", 0, 0).covers == CHUNKS_PER_RANK
+    # A range near its end (by the speed estimates) is not asked: a task for its second half would cost more.
+    assert run.ready(worth_splitting=lambda task: False) == [] and run.take_splits() == []
     assert run.ready() == [] and run.take_splits() == [(run.task("A", 0, 0).id, "w1", 2)]
     # A worker away (its rank waits for it to come back) is not asked.
     run.task("A", 0, 0).split = 0

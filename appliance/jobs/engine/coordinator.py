@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from appliance.cloud import service as cloud
 from appliance.config import Settings
@@ -26,8 +27,9 @@ from appliance.jobs.engine.recovery import CHECKPOINT_SECONDS, Recovery
 from appliance.jobs.engine.reports import Reports
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.speculation import Speculation
+from appliance.jobs.engine.speeds import time_left
 from appliance.jobs.engine.staging import Staging
-from appliance.jobs.execution import TaskEvent
+from appliance.jobs.execution import Task, TaskEvent
 from appliance.jobs.logs import FLEET, RunLogs
 from appliance.jobs.peers import Peers
 from appliance.jobs.scheduling_policy import SchedulingPolicy
@@ -38,6 +40,9 @@ from appliance.pmrfs.namenode import LiveHolders
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
+# A range is split only with more than this left (its input copied, a sandbox, an output of its own
+# cost a new task a few tenths of a second; and half of what is left goes).
+SPLIT_MIN_SECONDS = 1.0
 
 
 class Coordinator:
@@ -257,11 +262,23 @@ class Coordinator:
             return
         if self.shared.draining:
             return  # stopping: the running tasks finish, nothing starts
-        for task, worker_id in run.execution.ready(self.shared.speeds.of, run.seats.away):
+        worth_splitting = self._worth_splitting(run, clock)
+        for task, worker_id in run.execution.ready(self.shared.speeds.of, run.seats.away, worth_splitting):
             run.execution.start(task, worker_id)
             self.shared.spawn(self.staging.launch(run, task))
         await self.speculation.look(run, clock)
         self.shared.deliver(run)
+
+    def _worth_splitting(self, run: LiveRun, clock: float) -> Callable[[Task], bool]:
+        """Whether a range has enough left, by the speed estimates, that a task for its second half
+        (its input copied, a sandbox, an output of its own) pays: near its end, it finishes sooner
+        alone. Unknown (no task of its stage finished): it is split."""
+
+        def worth(task: Task) -> bool:
+            left = time_left(self.shared.speeds, run.execution, task, clock)
+            return left is None or left > SPLIT_MIN_SECONDS
+
+        return worth
 
     def _give_up_on_away(self, run: LiveRun, clock: float) -> None:
         grace = self.settings.job_reconnect_grace_seconds

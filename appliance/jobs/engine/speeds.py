@@ -64,6 +64,14 @@ class Speeds:
         return statistics.median(times) if times else None
 
 
+def time_left(speeds: Speeds, execution: RunExecution, task: Task, clock: float) -> float | None:
+    """Seconds the running task has left on its browser, by the speed estimates; None before any task
+    of its stage finished."""
+    if (per_record := speeds.seconds_per_record(execution, task)) is None:
+        return None
+    return task.work * per_record / speeds.of(task.worker_id or "") - (clock - task.launched)
+
+
 def _rates(execution: RunExecution, task: Task) -> list[float]:
     """Records per second of each finished task of ``task``'s stage that read any."""
     return [t.work / s for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t)) and t.work]
