@@ -68,7 +68,7 @@ SHARE_SCALE = 64
 # input (its sandbox, its output of nearly every key) would make it the last to finish however
 # little it were given (bench/uneven_fleet.py: a 0.125-core browser took 1.3-1.6 s on 6 % of the
 # input while the others took 0.7-0.9 s on theirs). Its rank's map then runs on no records.
-SHARE_CUTOFF = 0.25
+SHARE_CUTOFF = 1 / 3
 
 
 def stage_label(stage: int) -> str:

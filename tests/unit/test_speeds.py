@@ -75,14 +75,14 @@ def test_an_estimate_then_moves_as_a_moving_average():
 
 
 def test_the_input_is_cut_by_speed_only_for_a_map_feeding_a_reduce_and_only_when_speeds_differ():
-    speed = {"fast": 2.0, "mid": 1.0, "slow": 0.5}.get
+    speed = {"fast": 2.0, "mid": 1.0, "slow": 0.75}.get
     run = run_of(["fast", "mid", "slow"])
-    assert run.input_shares("A", speed) == [SHARE_SCALE, SHARE_SCALE // 2, SHARE_SCALE // 4]
+    assert run.input_shares("A", speed) == [SHARE_SCALE, SHARE_SCALE // 2, SHARE_SCALE * 3 // 8]
     # Decided once: the input computed again later is cut as the maps before read it.
-    assert run.input_shares("A", lambda worker: 1.0) == [SHARE_SCALE, SHARE_SCALE // 2, SHARE_SCALE // 4]
+    assert run.input_shares("A", lambda worker: 1.0) == [SHARE_SCALE, SHARE_SCALE // 2, SHARE_SCALE * 3 // 8]
     # Speeds within the noise of an estimate: equal pieces.
     assert run_of(["fast", "mid"]).input_shares("A", {"fast": 1.3, "mid": 1.0}.get) == []
-    # A vacant rank counts as a typical browser; one under a quarter of the fastest's speed gets none.
+    # A vacant rank counts as a typical browser; one under a third of the fastest's speed gets none.
     vacant = run_of(["fast", "mid", "slow"])
     vacant.assign("A", 1, None)
     assert vacant.input_shares("A", {"fast": 3.0, "slow": 0.5}.get) == [SHARE_SCALE, SHARE_SCALE // 3, 0]
