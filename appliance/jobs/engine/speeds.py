@@ -12,6 +12,7 @@ average, kept across runs while the appliance runs: a machine's speed is its own
 from __future__ import annotations
 
 import statistics
+import time
 
 from appliance.jobs.execution import INPUT_STAGE, RunExecution, Task
 
@@ -20,15 +21,25 @@ from appliance.jobs.execution import INPUT_STAGE, RunExecution, Task
 WEIGHT = 0.4
 # Below this many finished tasks in a stage its median is not a yardstick yet.
 YARDSTICK_TASKS = 2
+# An estimate no task renewed for this long is halfway back to a typical browser's: a browser found
+# slow gets no share of an input (RunExecution.input_shares), so nothing else would renew it, and a
+# laptop plugged in again would stay left out.
+HALF_LIFE_SECONDS = 600.0
 
 
 class Speeds:
     def __init__(self) -> None:
-        self.estimates: dict[str, float] = {}
+        self.estimates: dict[str, tuple[float, float]] = {}  # worker id -> (estimate, when it was made)
 
     def of(self, worker_id: str) -> float:
         """The browser's speed estimate: 1.0 is a typical browser's, or no estimate yet."""
-        return self.estimates.get(worker_id, 1.0)
+        if (found := self.estimates.get(worker_id)) is None:
+            return 1.0
+        speed, at = found
+        return 1.0 + (speed - 1.0) * 0.5 ** ((time.monotonic() - at) / HALF_LIFE_SECONDS)
+
+    def _set(self, worker_id: str, speed: float) -> None:
+        self.estimates[worker_id] = (speed, time.monotonic())
 
     def finished(self, execution: RunExecution, task: Task) -> None:
         """``task`` is done: its worker's estimate moves toward the task's speed."""
@@ -38,8 +49,8 @@ class Speeds:
         if not task.work or len(rates) < YARDSTICK_TASKS:
             return
         speed = task.work / max(own, 1e-3) / statistics.median(rates)
-        before = self.estimates.get(task.worker_id)
-        self.estimates[task.worker_id] = speed if before is None else before + WEIGHT * (speed - before)
+        before = self.of(task.worker_id) if task.worker_id in self.estimates else None
+        self._set(task.worker_id, speed if before is None else before + WEIGHT * (speed - before))
 
     def outran(self, execution: RunExecution, task: Task, worker_id: str, seconds: float) -> None:
         """Another browser's attempt finished ``task`` (done, speeds.finished first) while the attempt of
@@ -51,7 +62,7 @@ class Speeds:
             return
         ceiling = task.work / max(seconds, 1e-3) / statistics.median(rates)
         if ceiling < self.of(worker_id):
-            self.estimates[worker_id] = ceiling
+            self._set(worker_id, ceiling)
 
     def seconds_per_record(self, execution: RunExecution, task: Task) -> float | None:
         """What a record of the task's stage takes a browser of speed 1.0, from the stage's finished
@@ -78,7 +89,9 @@ def _rates(execution: RunExecution, task: Task) -> list[float]:
 
 
 def _seconds(task: Task) -> float | None:
-    """How long a done task worked once its inputs were in place; None if it did not run (an empty chunk)."""
-    if task.state != "done" or not task.launched or task.finished <= task.launched:
+    """How long a done task worked once its inputs were in place; None if it did not run (an empty
+    chunk) or streamed (a reduce that decoded most of its input while the maps ran, before its whole
+    input was in: its time after that is not its records' work)."""
+    if task.state != "done" or task.streaming or not task.launched or task.finished <= task.launched:
         return None
     return task.finished - task.launched
