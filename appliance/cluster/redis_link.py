@@ -1,11 +1,12 @@
 """Redis pub/sub for the edges and the scheduler: an outbox that publishes in batches, and a
 subscription loop.
 
-The outbox writes whatever queued meanwhile as one write of PUBLISH commands, in order (Redis
-delivers one connection's publishes to a subscriber in the order they were made), on a connection
-of its own that asked Redis not to reply (CLIENT REPLY OFF): waiting for each batch's replies cost
-a publisher a round trip, two system calls and redis-py's pipeline about 90 µs of CPU a batch, most
-of the scheduler's and the edges' cost of a frame when frames come one at a time.
+The outbox writes whatever queued meanwhile as one write of PUBLISH commands, each channel's
+envelopes in one Redis message (an array of them: envelopes.py), in order (Redis delivers one
+connection's publishes to a subscriber in the order they were made). It writes on a connection of
+its own that asked Redis not to reply (CLIENT REPLY OFF): waiting for each batch's replies cost a
+publisher a round trip, two system calls and redis-py's pipeline about 90 µs of CPU a batch, and a
+message per envelope cost each subscriber redis-py's parsing of one more message.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 import redis.asyncio as redis
 
+from appliance.cluster.envelopes import encode
 from appliance.web.ops import CHECK_SECONDS
 
 log = logging.getLogger(__name__)
@@ -45,14 +47,14 @@ def answers(client: redis.Redis) -> Callable[[], Awaitable[str | None]]:
 
 
 class Outbox:
-    """Publishes (channel, payload) pairs in order, batched; a batch that could not be written is
-    logged and dropped (the pages' pings and the engine's own timeouts recover what it carried), and
-    the next one connects again. Pub/sub tells a publisher nothing a reply would: it is lossy anyway."""
+    """Publishes envelopes in order, batched; a batch that could not be written is logged and dropped
+    (the pages' pings and the engine's own timeouts recover what it carried), and the next one
+    connects again. Pub/sub tells a publisher nothing a reply would: it is lossy anyway."""
 
     def __init__(self, client: redis.Redis):
         self.connection = client.connection_pool.make_connection()
         self.connection.register_connect_callback(self._replies_off)  # at each (re)connection
-        self.queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, object, bool]] = asyncio.Queue()
         self.task: asyncio.Task | None = None
 
     async def _replies_off(self, connection) -> None:
@@ -61,8 +63,11 @@ class Outbox:
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._send())
 
-    def put(self, channel: str, payload: bytes) -> None:
-        self.queue.put_nowait((channel, payload))
+    def put(self, channel: str, envelope: object, alone: bool = False) -> None:
+        """``alone``: published in a message of its own, after everything put before it and before
+        everything put after it, whatever their channels (other envelopes keep their order only
+        within their channel)."""
+        self.queue.put_nowait((channel, envelope, alone))
 
     async def _send(self) -> None:
         connection = self.connection
@@ -70,7 +75,9 @@ class Outbox:
             batch = [await self.queue.get()]
             while len(batch) < BATCH and not self.queue.empty():
                 batch.append(self.queue.get_nowait())
-            commands = connection.pack_commands([("PUBLISH", channel, payload) for channel, payload in batch])
+            commands = connection.pack_commands(
+                [("PUBLISH", channel, encode(envelopes)) for channel, envelopes in messages(batch)]
+            )
             try:
                 # No health check: its PING would wait for a reply that never comes.
                 await connection.send_packed_command(commands, check_health=False)
@@ -83,6 +90,23 @@ class Outbox:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
         await self.connection.disconnect()
+
+
+def messages(batch: list[tuple[str, object, bool]]) -> list[tuple[str, list]]:
+    """A batch's Redis messages: each channel's envelopes together, where the first of them was put,
+    except that none joins a message across one put ``alone``."""
+    found: list[tuple[str, list]] = []
+    joinable: dict[str, list] = {}
+    for channel, envelope, alone in batch:
+        if alone:
+            joinable = {}
+        if (envelopes := joinable.get(channel)) is None:
+            envelopes = joinable[channel] = []
+            found.append((channel, envelopes))
+        envelopes.append(envelope)
+        if alone:
+            joinable = {}
+    return found
 
 
 async def listen(client: redis.Redis, channels: list[str], handle: Callable[[str, bytes], Awaitable[None]]) -> None:
