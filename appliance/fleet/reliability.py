@@ -35,6 +35,7 @@ comparing their scores now (decay scales every score by the same factor between 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections import Counter, defaultdict
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 HALF_LIFE = dt.timedelta(days=7)
 # How often the connected workers' in-memory scores are decayed to one instant (Reliability._set).
 ALIGN_EVERY = dt.timedelta(minutes=10)
+# Joining workers whose scores one query reads at most (well under SQLite's limit on parameters).
+LOAD_BATCH = 500
 DONE_CAP = 10
 FAULT_PENALTY = 5.0
 
@@ -238,8 +241,16 @@ def _info(row: dict, at: dt.datetime) -> ScoreInfo:
 
 async def score_of(worker_id: str, at: dt.datetime | None = None) -> float:
     """A worker's score now (0 for a worker that never took part in a run)."""
-    row = await WorkerScore.select().where(WorkerScore.worker_id == worker_id).first()
-    return 0.0 if row is None else decayed(row["score"], row["updated_at"], at or now())
+    return (await scores_of([worker_id], at)).get(worker_id, 0.0)
+
+
+async def scores_of(worker_ids: list[str], at: dt.datetime | None = None) -> dict[str, float]:
+    """These workers' scores now, of those that took part in a run (one query)."""
+    at = at or now()
+    rows = await WorkerScore.select(WorkerScore.worker_id, WorkerScore.score, WorkerScore.updated_at).where(
+        WorkerScore.worker_id.is_in(worker_ids)
+    )
+    return {row["worker_id"]: decayed(row["score"], row["updated_at"], at) for row in rows}
 
 
 async def scores(account: int | None = None, at: dt.datetime | None = None) -> list[ScoreInfo]:
@@ -263,9 +274,16 @@ class Reliability:
         self.as_of: dict[str, dt.datetime] = {}
         self.aligned_at: dt.datetime | None = None
         self.background = BackgroundTasks("worker reliability")
+        # Joined, their scores not read yet, and the task reading them (None when none is queued).
+        self.joining: list[Worker] = []
+        self.loading: asyncio.Task | None = None
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        self.background.spawn(self._load(event.worker))
+        """Its score is read with those of the workers that join meanwhile: a fleet saying hello again
+        to a new leader costs a query per LOAD_BATCH workers, not one per hello."""
+        self.joining.append(event.worker)
+        if self.loading is None:
+            self.loading = self.background.spawn(self._load_joining())
 
     def worker_left(self, event: WorkerLeft) -> None:
         if self.fleet.get(event.worker.worker_id) is None:
@@ -289,11 +307,21 @@ class Reliability:
     async def stop(self) -> None:
         await self.background.cancel()
 
-    async def _load(self, worker: Worker) -> None:
-        at = now()
-        score = await score_of(worker.worker_id, at)
-        if self.fleet.get(worker.worker_id) is worker:
-            self._set(worker, score, at)
+    async def _load_joining(self) -> None:
+        try:
+            while self.joining:
+                workers, self.joining = self.joining[:LOAD_BATCH], self.joining[LOAD_BATCH:]
+                at = now()
+                try:
+                    found = await scores_of([worker.worker_id for worker in workers], at)
+                except Exception:
+                    log.exception("could not read the scores of %d joining worker(s); they keep 0", len(workers))
+                    continue
+                for worker in workers:
+                    if self.fleet.get(worker.worker_id) is worker:  # not gone (or back as another) meanwhile
+                        self._set(worker, found.get(worker.worker_id, 0.0), at)
+        finally:
+            self.loading = None
 
     def _align(self, at: dt.datetime) -> None:
         """Decay every connected worker's in-memory score to ``at`` (one instant for all: comparable)."""
