@@ -23,7 +23,7 @@ from appliance.web.ops import CHECK_SECONDS
 
 log = logging.getLogger(__name__)
 
-# The largest batch one pipeline carries: bounds the memory of a burst, not its order.
+# The largest batch one write carries: bounds the memory of a burst, not its order.
 BATCH = 1024
 
 
