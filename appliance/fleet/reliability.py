@@ -35,7 +35,6 @@ comparing their scores now (decay scales every score by the same factor between 
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections import Counter, defaultdict
@@ -47,6 +46,7 @@ import msgspec
 from appliance.background import BackgroundTasks
 from appliance.clock import now
 from appliance.events import RunEnded, WorkerJoined, WorkerLeft
+from appliance.fleet.batches import Batches
 from appliance.fleet.registry import Fleet, Worker
 from appliance.fleet.tables import WorkerScore, WorkerScoreRun
 
@@ -276,16 +276,11 @@ class Reliability:
         self.as_of: dict[str, dt.datetime] = {}
         self.aligned_at: dt.datetime | None = None
         self.background = BackgroundTasks("worker reliability")
-        # Joined, their scores not read yet, and the task reading them (None when none is queued).
-        self.joining: list[Worker] = []
-        self.loading: asyncio.Task | None = None
+        # Joined workers whose scores are still to be read: with those that join meanwhile.
+        self.joining = Batches(self.background, self._load, LOAD_BATCH)
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        """Its score is read with those of the workers that join meanwhile: a fleet saying hello again
-        to a new leader costs a query per LOAD_BATCH workers, not one per hello."""
-        self.joining.append(event.worker)
-        if self.loading is None:
-            self.loading = self.background.spawn(self._load_joining())
+        self.joining.add(event.worker)
 
     def worker_left(self, event: WorkerLeft) -> None:
         if self.fleet.get(event.worker.worker_id) is None:
@@ -309,21 +304,12 @@ class Reliability:
     async def stop(self) -> None:
         await self.background.cancel()
 
-    async def _load_joining(self) -> None:
-        try:
-            while self.joining:
-                workers, self.joining = self.joining[:LOAD_BATCH], self.joining[LOAD_BATCH:]
-                at = now()
-                try:
-                    found = await scores_of([worker.worker_id for worker in workers], at)
-                except Exception:
-                    log.exception("could not read the scores of %d joining worker(s); they keep 0", len(workers))
-                    continue
-                for worker in workers:
-                    if self.fleet.get(worker.worker_id) is worker:  # not gone (or back as another) meanwhile
-                        self._set(worker, found.get(worker.worker_id, 0.0), at)
-        finally:
-            self.loading = None
+    async def _load(self, workers: list[Worker]) -> None:
+        at = now()
+        found = await scores_of([worker.worker_id for worker in workers], at)
+        for worker in workers:
+            if self.fleet.get(worker.worker_id) is worker:  # not gone (or back as another) meanwhile
+                self._set(worker, found.get(worker.worker_id, 0.0), at)
 
     def _align(self, at: dt.datetime) -> None:
         """Decay every connected worker's in-memory score to ``at`` (one instant for all: comparable)."""

@@ -260,10 +260,10 @@ async def test_workers_joining_together_have_their_scores_read_in_one_query(stor
         await events.publish(WorkerJoined(w, []))
     fleet.remove(joined[2])  # left before its score was read: nothing is set on it
     joined[2].score = -1.0
-    await reliability.loading
+    await reliability.joining.task
     assert reads == [["known", "new", "gone"]]
     assert joined[0].score == pytest.approx(10.0, rel=1e-3) and joined[1].score == 0.0 and joined[2].score == -1.0
-    assert reliability.loading is None and "gone" not in reliability.as_of
+    assert reliability.joining.task is None and "gone" not in reliability.as_of
 
 
 async def test_scores_kept_by_billing_before_the_move_are_carried_over_to_the_fleet(store):
