@@ -333,7 +333,7 @@ def tasks_on(api_url: str, sim_urls: list[str], token_of: Appliance, pids: dict,
 
 def main() -> None:  # noqa: C901  (one bench, its parts in order)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=40000, help="simulated workers over the edges")
+    parser.add_argument("--workers", type=int, default=40000, help="simulated workers over the edges (0: tasks/s only)")
     parser.add_argument("--reference-workers", type=int, default=8192, help="held by one process (0: skip)")
     parser.add_argument("--edges", type=int, default=4)
     parser.add_argument("--clients", type=int, default=8, help="client processes for the simulated workers")
@@ -431,111 +431,114 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                         f"{'met' if slowest >= 5000 else 'NOT met'}"
                     )
 
-                # Capacity: the whole fleet over the edges.
-                time.sleep(2)
-                base = {"scheduler": rss_mib(first.proc.pid), "standby": rss_mib(second.proc.pid)}
-                base.update({f"edge{i + 1}": rss_mib(edge.proc.pid) for i, edge in enumerate(edges)})
-                base["redis"] = rss_mib(redis.proc.pid)
-                cookie = signed_in_cookie(edge_urls[0])
-                with Foreign() as f:
-                    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                    started = time.perf_counter()
-                    clients = Clients(edge_urls, cookie, args.workers, args.clients)
-                    seconds = clients.wait_connected(args.connect_timeout)
-                    if seconds is None:
-                        print(f"NOT all connected within {args.connect_timeout:.0f} s: {clients.stats()}")
-                        seconds = float("nan")
-                    connect_cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
-                    wall_connect = time.perf_counter() - started
-                    counted = workers_in_fleet(first.url)
-                    pongs_before = clients.stats()["pongs"]
-                    cpu1 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-                    held_started = time.perf_counter()
-                    time.sleep(args.hold)
-                    idle_cpu = {
-                        name: (cpu_seconds(pid) - cpu1[name]) / (time.perf_counter() - held_started)
-                        for name, pid in pids.items()
-                    }
-                foreign["capacity"] = f.cores
-                held = {"scheduler": rss_mib(first.proc.pid), "standby": rss_mib(second.proc.pid)}
-                held.update({f"edge{i + 1}": rss_mib(edge.proc.pid) for i, edge in enumerate(edges)})
-                held["redis"] = rss_mib(redis.proc.pid)
-                counted_after = workers_in_fleet(first.url)
-                stats = clients.stats()
-                per_edge = args.workers / args.edges
-                print(
-                    f"\nworkers: {args.workers} over {args.edges} edges ({per_edge:.0f} each) from "
-                    f"{len(clients.procs)} client processes, all welcomed in {seconds:.1f} s "
-                    f"({args.workers / wall_connect:.0f}/s); "
-                    f"the scheduler's fleet counts {counted}, {counted_after} after {args.hold:.0f} s held; "
-                    f"pongs sent while held {stats['pongs'] - pongs_before}; reconnects {stats['reconnects']}, "
-                    f"failed connects {stats['failures']}"
-                )
-                print(
-                    "  connecting, CPU ms a connection: "
-                    + ", ".join(f"{n} {s * 1000 / args.workers:.2f}" for n, s in connect_cpu.items())
-                )
-                print("  held idle, cores: " + ", ".join(f"{n} {s:.2f}" for n, s in idle_cpu.items()))
-                print(f"  client processes: RSS {stats['rss_mib']:.0f} MiB in all")
-                print("  RSS, MiB (idle -> with the fleet; KiB per worker it holds):")
-                for name in held:
-                    share = per_edge if name.startswith("edge") else args.workers
+                if args.workers:  # 0: tasks/s only
+                    # Capacity: the whole fleet over the edges.
+                    time.sleep(2)
+                    base = {"scheduler": rss_mib(first.proc.pid), "standby": rss_mib(second.proc.pid)}
+                    base.update({f"edge{i + 1}": rss_mib(edge.proc.pid) for i, edge in enumerate(edges)})
+                    base["redis"] = rss_mib(redis.proc.pid)
+                    cookie = signed_in_cookie(edge_urls[0])
+                    with Foreign() as f:
+                        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                        started = time.perf_counter()
+                        clients = Clients(edge_urls, cookie, args.workers, args.clients)
+                        seconds = clients.wait_connected(args.connect_timeout)
+                        if seconds is None:
+                            print(f"NOT all connected within {args.connect_timeout:.0f} s: {clients.stats()}")
+                            seconds = float("nan")
+                        connect_cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+                        wall_connect = time.perf_counter() - started
+                        counted = workers_in_fleet(first.url)
+                        pongs_before = clients.stats()["pongs"]
+                        cpu1 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                        held_started = time.perf_counter()
+                        time.sleep(args.hold)
+                        idle_cpu = {
+                            name: (cpu_seconds(pid) - cpu1[name]) / (time.perf_counter() - held_started)
+                            for name, pid in pids.items()
+                        }
+                    foreign["capacity"] = f.cores
+                    held = {"scheduler": rss_mib(first.proc.pid), "standby": rss_mib(second.proc.pid)}
+                    held.update({f"edge{i + 1}": rss_mib(edge.proc.pid) for i, edge in enumerate(edges)})
+                    held["redis"] = rss_mib(redis.proc.pid)
+                    counted_after = workers_in_fleet(first.url)
+                    stats = clients.stats()
+                    per_edge = args.workers / args.edges
                     print(
-                        f"    {name:10} {base[name]:7.0f} -> {held[name]:7.0f}"
-                        f"  {(held[name] - base[name]) * 1024 / share:6.1f} KiB"
+                        f"\nworkers: {args.workers} over {args.edges} edges ({per_edge:.0f} each) from "
+                        f"{len(clients.procs)} client processes, all welcomed in {seconds:.1f} s "
+                        f"({args.workers / wall_connect:.0f}/s); "
+                        f"the scheduler's fleet counts {counted}, {counted_after} after {args.hold:.0f} s held; "
+                        f"pongs sent while held {stats['pongs'] - pongs_before}; reconnects {stats['reconnects']}, "
+                        f"failed connects {stats['failures']}"
                     )
-                edge_growth = sum(held[n] - base[n] for n in held if n.startswith("edge"))
-                edge_per = edge_growth * 1024 / args.workers
-                whole = sum(held[n] - base[n] for n in held if n != "standby")
-                print(
-                    f"  edges together {edge_per:.1f} KiB a worker; edges + scheduler + Redis "
-                    f"{whole * 1024 / args.workers:.1f} KiB a worker"
-                )
-                if args.reference_workers:
-                    print(f"  one process (same run, {ref['workers']} workers): {ref['per']:.1f} KiB a worker")
-                    print(f"  edge per worker / one process per worker: {edge_per / ref['per']:.2f}")
-                met = args.workers >= 40000 and counted_after >= args.workers and edge_per <= 100
-                print(
-                    f"  target: {args.edges} edges hold >= 40000 workers at <= 100 KiB each -> "
-                    f"{'met' if met else 'NOT met'} ({counted_after} held, {edge_per:.1f} KiB a worker on the edges)"
-                )
+                    print(
+                        "  connecting, CPU ms a connection: "
+                        + ", ".join(f"{n} {s * 1000 / args.workers:.2f}" for n, s in connect_cpu.items())
+                    )
+                    print("  held idle, cores: " + ", ".join(f"{n} {s:.2f}" for n, s in idle_cpu.items()))
+                    print(f"  client processes: RSS {stats['rss_mib']:.0f} MiB in all")
+                    print("  RSS, MiB (idle -> with the fleet; KiB per worker it holds):")
+                    for name in held:
+                        share = per_edge if name.startswith("edge") else args.workers
+                        print(
+                            f"    {name:10} {base[name]:7.0f} -> {held[name]:7.0f}"
+                            f"  {(held[name] - base[name]) * 1024 / share:6.1f} KiB"
+                        )
+                    edge_growth = sum(held[n] - base[n] for n in held if n.startswith("edge"))
+                    edge_per = edge_growth * 1024 / args.workers
+                    whole = sum(held[n] - base[n] for n in held if n != "standby")
+                    print(
+                        f"  edges together {edge_per:.1f} KiB a worker; edges + scheduler + Redis "
+                        f"{whole * 1024 / args.workers:.1f} KiB a worker"
+                    )
+                    if args.reference_workers:
+                        print(f"  one process (same run, {ref['workers']} workers): {ref['per']:.1f} KiB a worker")
+                        print(f"  edge per worker / one process per worker: {edge_per / ref['per']:.2f}")
+                    met = args.workers >= 40000 and counted_after >= args.workers and edge_per <= 100
+                    print(
+                        f"  target: {args.edges} edges hold >= 40000 workers at <= 100 KiB each -> "
+                        f"{'met' if met else 'NOT met'} ({counted_after} held, "
+                        f"{edge_per:.1f} KiB a worker on the edges)"
+                    )
 
-                # Failover: SIGKILL the leader with the whole fleet connected.
-                before = clients.stats()
-                killed = time.monotonic()
-                first.kill()
-                took_leader = wait_for(lambda: leader_status(second.url) == 200, 120, 0.05)
+                    # Failover: SIGKILL the leader with the whole fleet connected.
+                    before = clients.stats()
+                    killed = time.monotonic()
+                    first.kill()
+                    took_leader = wait_for(lambda: leader_status(second.url) == 200, 120, 0.05)
 
-                def all_back() -> bool:
-                    try:
-                        return workers_in_fleet(second.url) >= args.workers
-                    except httpx.HTTPError:
-                        return False
+                    def all_back() -> bool:
+                        try:
+                            return workers_in_fleet(second.url) >= args.workers
+                        except httpx.HTTPError:
+                            return False
 
-                with Foreign() as f:
-                    try:
-                        wait_for(all_back, args.connect_timeout, 0.2)
-                    except TimeoutError:
-                        print(f"NOT all back within {args.connect_timeout:.0f} s: {workers_in_fleet(second.url)}")
-                    took_fleet = time.monotonic() - killed
-                    after = clients.stats()
-                foreign["failover"] = f.cores
-                print(
-                    f"\nfailover with {args.workers} workers: standby leads (/health/leader 200) "
-                    f"{took_leader:.2f} s after the SIGKILL; its fleet counts every worker after {took_fleet:.2f} s; "
-                    f"reconnects {after['reconnects'] - before['reconnects']}, closes {after['closes']}, "
-                    f"the last welcome {after['last_welcome'] - (time.time() - (time.monotonic() - killed)):.2f} s "
-                    f"after the kill"
-                )
-                print(
-                    f"  target < 10 s -> leader {'met' if took_leader < 10 else 'NOT met'}, "
-                    f"fleet back {'met' if took_fleet < 10 else 'NOT met'}"
-                )
-                clients.stop()
-                for process in cluster.processes:
-                    for line in process.log().splitlines():
-                        if "stopped renewing" in line or "lost leadership" in line:
-                            print(f"  {process.log_path.stem}: {line}")
+                    with Foreign() as f:
+                        try:
+                            wait_for(all_back, args.connect_timeout, 0.2)
+                        except TimeoutError:
+                            print(f"NOT all back within {args.connect_timeout:.0f} s: {workers_in_fleet(second.url)}")
+                        took_fleet = time.monotonic() - killed
+                        after = clients.stats()
+                    foreign["failover"] = f.cores
+                    print(
+                        f"\nfailover with {args.workers} workers: standby leads (/health/leader 200) "
+                        f"{took_leader:.2f} s after the SIGKILL; "
+                        f"its fleet counts every worker after {took_fleet:.2f} s; "
+                        f"reconnects {after['reconnects'] - before['reconnects']}, closes {after['closes']}, "
+                        f"the last welcome {after['last_welcome'] - (time.time() - (time.monotonic() - killed)):.2f} s "
+                        f"after the kill"
+                    )
+                    print(
+                        f"  target < 10 s -> leader {'met' if took_leader < 10 else 'NOT met'}, "
+                        f"fleet back {'met' if took_fleet < 10 else 'NOT met'}"
+                    )
+                    clients.stop()
+                    for process in cluster.processes:
+                        for line in process.log().splitlines():
+                            if "stopped renewing" in line or "lost leadership" in line:
+                                print(f"  {process.log_path.stem}: {line}")
             finally:
                 cluster.stop()
         finally:

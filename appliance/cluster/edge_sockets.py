@@ -101,7 +101,7 @@ class EdgeSockets:
         await self.client.set(self.channels.edge_key(self.edge), b"1", px=int(e.EDGE_TTL_SECONDS * 1000))
 
     def _up(self, message: e.Up) -> None:
-        self.outbox.put(self.channels.up, e.encode(message))
+        self.outbox.put(self.channels.up, message)
 
     async def serve(self, socket: WebSocket) -> None:
         """Carry one browser's socket until it closes."""
@@ -132,9 +132,11 @@ class EdgeSockets:
             if channel == self.channels.leader:
                 self._new_leader(e.decode_leader(payload))
             elif channel == self.channels.turn:
-                self._turn_peers(e.decode_turn(payload))
+                for peers in e.decode_turn(payload):
+                    self._turn_peers(peers)
             else:
-                self._down(e.decode_down(payload))
+                for message in e.decode_down(payload):
+                    self._down(message)
         except Exception as exc:  # one bad message must not end the subscription
             log.warning("edge: dropped a message on %s: %s", channel, exc)
 

@@ -2,7 +2,8 @@
 
 An edge holds browsers' WebSockets and passes their frames, untouched, to the scheduler, which runs
 each connection's session (fleet/connection.py) as if the socket were its own. Everything is
-MessagePack, one envelope per Redis message, on these channels of the installation (Channels):
+MessagePack, on these channels of the installation (Channels); a message on ``up``, ``down`` and
+``turn`` is an array of envelopes (what queued for the channel together: redis_link.Outbox):
 
 - ``up`` (edges -> scheduler): a socket opened (with who authenticated it), a frame, a socket closed;
 - ``down(edge)`` (scheduler -> one edge): a frame for a socket, or close it;
@@ -86,7 +87,8 @@ Up = Opened | Frame | Closed
 Down = Frame | Closed
 
 encode = msgspec.msgpack.Encoder().encode
-decode_up = msgspec.msgpack.Decoder(Up).decode
-decode_down = msgspec.msgpack.Decoder(Down).decode
+# A Redis message on up, down or turn: its envelopes in order.
+decode_up = msgspec.msgpack.Decoder(list[Up]).decode
+decode_down = msgspec.msgpack.Decoder(list[Down]).decode
+decode_turn = msgspec.msgpack.Decoder(list[TurnPeers]).decode
 decode_leader = msgspec.msgpack.Decoder(Leader).decode
-decode_turn = msgspec.msgpack.Decoder(TurnPeers).decode

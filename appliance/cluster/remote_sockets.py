@@ -130,32 +130,37 @@ class EdgeLink:
         await self.client.set(self.channels.leader_key, announcement, px=int(e.LEADER_TTL_SECONDS * 1000))
 
     def send(self, edge: str, message: e.Down) -> None:
-        self.outbox.put(self.channels.down(edge), e.encode(message))
+        self.outbox.put(self.channels.down(edge), message)
 
-    # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process).
+    # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process). Each
+    # goes alone: a page may hear of a peer's addresses (a signal) only after the relays may reach them.
 
     def candidates_announced(self, event: CandidatesAnnounced) -> None:
-        self.outbox.put(self.channels.turn, e.encode(e.TurnPeers("announce", event.worker.worker_id, event.addresses)))
+        self._turn(e.TurnPeers("announce", event.worker.worker_id, event.addresses))
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        self.outbox.put(self.channels.turn, e.encode(e.TurnPeers("stay", event.worker.worker_id)))
+        self._turn(e.TurnPeers("stay", event.worker.worker_id))
 
     def worker_left(self, event: WorkerLeft) -> None:
-        self.outbox.put(self.channels.turn, e.encode(e.TurnPeers("leave", event.worker.worker_id)))
+        self._turn(e.TurnPeers("leave", event.worker.worker_id))
+
+    def _turn(self, peers: e.TurnPeers) -> None:
+        self.outbox.put(self.channels.turn, peers, alone=True)
 
     async def _up(self, _channel: str, payload: bytes) -> None:
         try:
-            message = e.decode_up(payload)
+            messages = e.decode_up(payload)
         except Exception as exc:  # an edge of another version, or not an edge at all
             log.warning("dropped a message from an edge that did not decode: %s", exc)
             return
-        if isinstance(message, e.Opened):
-            self._open(message)
-        elif (socket := self.sockets.get(message.conn)) is not None:
-            if isinstance(message, e.Frame):
-                socket.deliver(message)
-            else:
-                socket.gone()
+        for message in messages:
+            if isinstance(message, e.Opened):
+                self._open(message)
+            elif (socket := self.sockets.get(message.conn)) is not None:
+                if isinstance(message, e.Frame):
+                    socket.deliver(message)
+                else:
+                    socket.gone()
 
     def _open(self, opened: e.Opened) -> None:
         socket = RemoteSocket(self, opened)

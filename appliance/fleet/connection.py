@@ -348,7 +348,7 @@ class Session:
         return await answer
 
     async def _probe(self) -> None:
-        connectivity, rtt = await probe(self._exchange, self.fleet.probe_slots)
+        connectivity, rtt = await probe(self._exchange, self.fleet.probe_turns)
         if self.worker is not None:
             self.worker.connectivity = connectivity
             self.worker.probe_rtt_ms = rtt

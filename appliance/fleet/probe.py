@@ -8,10 +8,11 @@ fleet view use it to know which workers will cost relay bytes.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
@@ -27,10 +28,48 @@ RELAY = "relay"
 UNREACHABLE = "unreachable"
 
 
-async def probe(exchange: Callable[[str], Awaitable[str]], slots: asyncio.Semaphore) -> tuple[str, float | None]:
+class Turns:
+    """At most ``limit`` at once, the others waiting in arrival order. Not asyncio.Semaphore: a waiter
+    that gives up (a worker that left before its probe) removes itself from the Semaphore's queue by
+    a scan of it, and a fleet of tens of thousands waits there (the edge of 10,000 sockets that dies,
+    or a whole fleet at a restart, costs a scan of the queue each)."""
+
+    def __init__(self, limit: int):
+        self.free = limit
+        # Handed a turn when it comes; one that gave up stays here until it is skipped.
+        self.waiting: collections.deque[asyncio.Future] = collections.deque()
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        if self.free > 0:  # then nobody waits: a turn freed goes to the first live waiter first
+            self.free -= 1
+        else:
+            handed = asyncio.get_running_loop().create_future()
+            self.waiting.append(handed)
+            try:
+                await handed
+            except asyncio.CancelledError:
+                if handed.done() and not handed.cancelled():
+                    self._pass()  # handed its turn just as it gave up: the next one takes it
+                raise
+        try:
+            yield
+        finally:
+            self._pass()
+
+    def _pass(self) -> None:
+        while self.waiting:
+            handed = self.waiting.popleft()
+            if not handed.done():
+                handed.set_result(None)
+                return
+        self.free += 1
+
+
+async def probe(exchange: Callable[[str], Awaitable[str]], turns: Turns) -> tuple[str, float | None]:
     """(connectivity, round-trip ms). ``exchange`` sends our SDP offer to the worker and returns its answer;
-    ``slots`` (the fleet's, CONCURRENT_PROBES) bounds the probes running at once."""
-    async with slots:
+    ``turns`` (the fleet's, CONCURRENT_PROBES) bounds the probes running at once."""
+    async with turns.turn():
         return await _probe_now(exchange)
 
 

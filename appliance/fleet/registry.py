@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from appliance.events import EventHub, SessionsEnded
 from appliance.fleet import protocol as p
-from appliance.fleet.probe import CONCURRENT_PROBES
+from appliance.fleet.probe import CONCURRENT_PROBES, Turns
 from appliance.fleet.protocol import Capabilities
 from appliance.fleet.transfers import Transfer, Transfers, TransferTag
 
@@ -142,7 +142,7 @@ class Fleet:
         # What the fleet publishes (workers joining and leaving, their blobs, transfers, task messages).
         self.events = events
         # The appliance's connectivity probes of joining workers take turns (fleet/probe.py).
-        self.probe_slots = asyncio.Semaphore(CONCURRENT_PROBES)
+        self.probe_turns = Turns(CONCURRENT_PROBES)
         # The open connections by the session they were opened with (its key's hash): they close when it ends.
         self.connections: dict[str, set[Connection]] = {}
 

@@ -46,6 +46,7 @@ import msgspec
 from appliance.background import BackgroundTasks
 from appliance.clock import now
 from appliance.events import RunEnded, WorkerJoined, WorkerLeft
+from appliance.fleet.batches import Batches
 from appliance.fleet.registry import Fleet, Worker
 from appliance.fleet.tables import WorkerScore, WorkerScoreRun
 
@@ -54,6 +55,12 @@ log = logging.getLogger(__name__)
 HALF_LIFE = dt.timedelta(days=7)
 # How often the connected workers' in-memory scores are decayed to one instant (Reliability._set).
 ALIGN_EVERY = dt.timedelta(minutes=10)
+# Joining workers whose scores one query reads at most, and workers a run's end scores in one go
+# (well under SQLite's limit on parameters).
+LOAD_BATCH = 500
+RECORD_BATCH = 500
+# A score's running counts (WorkerScore's columns).
+COUNTS = ("runs", "tasks_done", "disconnects", "timeouts", "rejections")
 DONE_CAP = 10
 FAULT_PENALTY = 5.0
 
@@ -158,68 +165,66 @@ def tally(
 
 
 async def record_run(run_id: int, runs: list[WorkerRun], at: dt.datetime | None = None) -> dict[str, float]:
-    """Add a run's points to its workers' scores, once per (run, worker). Returns the new scores at ``at``."""
+    """Add a run's points to its workers' scores, once per (run, worker). Returns the new scores at ``at``.
+    Three queries per RECORD_BATCH workers (it was three per worker: thousands at the end of a large run)."""
     at = at or now()
+    # A worker without an account had an attempt but was never bound to a rank: nothing to credit.
+    credited = [r for r in runs if r.account is not None]
     updated: dict[str, float] = {}
     async with WorkerScore._meta.db.transaction():
-        for r in runs:
-            if r.account is None:
-                continue  # an attempt of a worker the coordinator never bound to a rank: nothing to credit
-            inserted = (
-                await WorkerScoreRun.insert(
-                    WorkerScoreRun(
-                        slot=f"{run_id}:{r.worker_id}",
-                        run=run_id,
-                        worker_id=r.worker_id,
-                        account=r.account,
-                        tasks_done=r.tasks_done,
-                        disconnects=r.disconnects,
-                        timeouts=r.timeouts,
-                        rejections=r.rejections,
-                        excused=r.excused,
-                        points=r.points,
-                        at=at,
-                    )
-                )
-                .on_conflict(target=WorkerScoreRun.slot, action="DO NOTHING")
-                .returning(WorkerScoreRun.id)
-            )
-            if not inserted:
-                continue  # this run was scored already
-            charged_disconnects = 0 if r.excused else r.disconnects
-            charged_timeouts = 0 if r.excused else r.timeouts
-            row = await WorkerScore.select().where(WorkerScore.worker_id == r.worker_id).first()
-            if row is None:
-                score = r.points
-                await WorkerScore.insert(
-                    WorkerScore(
-                        worker_id=r.worker_id,
-                        account=r.account,
-                        score=score,
-                        runs=1,
-                        tasks_done=r.tasks_done,
-                        disconnects=charged_disconnects,
-                        timeouts=charged_timeouts,
-                        rejections=r.rejections,
-                        updated_at=at,
-                    )
-                )
-            else:
-                score = decayed(row["score"], row["updated_at"], at) + r.points
-                await WorkerScore.update(
-                    {
-                        WorkerScore.account: r.account,
-                        WorkerScore.score: score,
-                        WorkerScore.runs: row["runs"] + 1,
-                        WorkerScore.tasks_done: row["tasks_done"] + r.tasks_done,
-                        WorkerScore.disconnects: row["disconnects"] + charged_disconnects,
-                        WorkerScore.timeouts: row["timeouts"] + charged_timeouts,
-                        WorkerScore.rejections: row["rejections"] + r.rejections,
-                        WorkerScore.updated_at: at,
-                    }
-                ).where(WorkerScore.id == row["id"])
-            updated[r.worker_id] = score
+        for start in range(0, len(credited), RECORD_BATCH):
+            updated |= await _record(run_id, credited[start : start + RECORD_BATCH], at)
     return updated
+
+
+async def _record(run_id: int, runs: list[WorkerRun], at: dt.datetime) -> dict[str, float]:
+    rows = [
+        WorkerScoreRun(
+            slot=f"{run_id}:{r.worker_id}",
+            run=run_id,
+            worker_id=r.worker_id,
+            account=r.account,
+            tasks_done=r.tasks_done,
+            disconnects=r.disconnects,
+            timeouts=r.timeouts,
+            rejections=r.rejections,
+            excused=r.excused,
+            points=r.points,
+            at=at,
+        )
+        for r in runs
+    ]
+    inserted = (
+        await WorkerScoreRun.insert(*rows)
+        .on_conflict(target=WorkerScoreRun.slot, action="DO NOTHING")
+        .returning(WorkerScoreRun.worker_id)
+    )
+    first_time = {row["worker_id"] for row in inserted}  # the others had this run scored already
+    runs = [r for r in runs if r.worker_id in first_time]
+    if not runs:
+        return {}
+    query = WorkerScore.select().where(WorkerScore.worker_id.is_in([r.worker_id for r in runs]))
+    before = {row["worker_id"]: row for row in await query}
+    totals = []
+    for r in runs:
+        row = before.get(r.worker_id) or {**dict.fromkeys(COUNTS, 0), "score": 0.0, "updated_at": at}
+        totals.append(
+            WorkerScore(
+                worker_id=r.worker_id,
+                account=r.account,
+                score=decayed(row["score"], row["updated_at"], at) + r.points,
+                runs=row["runs"] + 1,
+                tasks_done=row["tasks_done"] + r.tasks_done,
+                disconnects=row["disconnects"] + (0 if r.excused else r.disconnects),
+                timeouts=row["timeouts"] + (0 if r.excused else r.timeouts),
+                rejections=row["rejections"] + r.rejections,
+                updated_at=at,
+            )
+        )
+    columns = [WorkerScore.account, WorkerScore.score, WorkerScore.updated_at]
+    columns += [getattr(WorkerScore, name) for name in COUNTS]
+    await WorkerScore.insert(*totals).on_conflict(target=WorkerScore.worker_id, action="DO UPDATE", values=columns)
+    return {total.worker_id: total.score for total in totals}
 
 
 def _info(row: dict, at: dt.datetime) -> ScoreInfo:
@@ -238,8 +243,16 @@ def _info(row: dict, at: dt.datetime) -> ScoreInfo:
 
 async def score_of(worker_id: str, at: dt.datetime | None = None) -> float:
     """A worker's score now (0 for a worker that never took part in a run)."""
-    row = await WorkerScore.select().where(WorkerScore.worker_id == worker_id).first()
-    return 0.0 if row is None else decayed(row["score"], row["updated_at"], at or now())
+    return (await scores_of([worker_id], at)).get(worker_id, 0.0)
+
+
+async def scores_of(worker_ids: list[str], at: dt.datetime | None = None) -> dict[str, float]:
+    """These workers' scores now, of those that took part in a run (one query)."""
+    at = at or now()
+    rows = await WorkerScore.select(WorkerScore.worker_id, WorkerScore.score, WorkerScore.updated_at).where(
+        WorkerScore.worker_id.is_in(worker_ids)
+    )
+    return {row["worker_id"]: decayed(row["score"], row["updated_at"], at) for row in rows}
 
 
 async def scores(account: int | None = None, at: dt.datetime | None = None) -> list[ScoreInfo]:
@@ -263,9 +276,11 @@ class Reliability:
         self.as_of: dict[str, dt.datetime] = {}
         self.aligned_at: dt.datetime | None = None
         self.background = BackgroundTasks("worker reliability")
+        # Joined workers whose scores are still to be read: with those that join meanwhile.
+        self.joining = Batches(self.background, self._load, LOAD_BATCH)
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        self.background.spawn(self._load(event.worker))
+        self.joining.add(event.worker)
 
     def worker_left(self, event: WorkerLeft) -> None:
         if self.fleet.get(event.worker.worker_id) is None:
@@ -289,11 +304,12 @@ class Reliability:
     async def stop(self) -> None:
         await self.background.cancel()
 
-    async def _load(self, worker: Worker) -> None:
+    async def _load(self, workers: list[Worker]) -> None:
         at = now()
-        score = await score_of(worker.worker_id, at)
-        if self.fleet.get(worker.worker_id) is worker:
-            self._set(worker, score, at)
+        found = await scores_of([worker.worker_id for worker in workers], at)
+        for worker in workers:
+            if self.fleet.get(worker.worker_id) is worker:  # not gone (or back as another) meanwhile
+                self._set(worker, found.get(worker.worker_id, 0.0), at)
 
     def _align(self, at: dt.datetime) -> None:
         """Decay every connected worker's in-memory score to ``at`` (one instant for all: comparable)."""

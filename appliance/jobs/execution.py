@@ -262,8 +262,14 @@ class Group:
         first = self.first_not_done(rank)
         if first is None:
             return []
-        tasks = self.by_rank[rank][self.cursor[rank] :]
-        return [t for t in tasks if t.stage == first.stage and t.state == "waiting" and t.covered_by is None]
+        # Only that stage's tasks, which come first from the cursor: not the rest of the rank's chain.
+        tasks, waiting = self.by_rank[rank], []
+        for index in range(self.cursor[rank], len(tasks)):
+            if tasks[index].stage != first.stage:
+                break
+            if tasks[index].state == "waiting" and tasks[index].covered_by is None:
+                waiting.append(tasks[index])
+        return waiting
 
     def count_done(self, task: Task, delta: int) -> None:
         self.stage_done[task.stage] += delta

@@ -22,6 +22,7 @@ from piccolo.query.functions.aggregate import Sum
 from appliance.background import BackgroundTasks
 from appliance.events import BlobsDropped, TransferFinished, WorkerJoined, WorkerLeft
 from appliance.fleet import protocol as p
+from appliance.fleet.batches import Batches
 from appliance.fleet.registry import Fleet, Worker
 from appliance.fleet.transfers import Transfer, TransferTag
 from appliance.pmrfs import namenode
@@ -50,6 +51,9 @@ class DataNodes:
         self.task: asyncio.Task | None = None
         self.background = BackgroundTasks("PMRFS datanodes")
         self._spawn = self.background.spawn
+        # Joined workers whose blobs are still to be reconciled: with those that join meanwhile (one
+        # query reads what the namenode recorded for them all).
+        self.joining = Batches(self.background, self._reconcile_joined, namenode.CHUNK)
         # The blobs running runs still use (their stage outputs, not PMRFS files): a reconnecting tab
         # keeps them. Set by whoever runs jobs (app.py: the coordinator).
         self.run_blobs: Callable[[], set[str]] = set
@@ -77,7 +81,7 @@ class DataNodes:
 
     def worker_joined(self, event: WorkerJoined) -> None:
         self.live.connected(event.worker.worker_id)
-        self._spawn(self._reconcile(event.worker, event.blobs))
+        self.joining.add((event.worker, event.blobs))
 
     def worker_left(self, event: WorkerLeft) -> None:
         self.live.disconnected(event.worker.worker_id)
@@ -105,9 +109,14 @@ class DataNodes:
 
     # ------------------------------------------------------------ reconcile
 
-    async def _reconcile(self, worker: Worker, reported: list[str]) -> None:
+    async def _reconcile_joined(self, joined: list[tuple[Worker, list[str]]]) -> None:
+        recorded = await namenode.blobs_held_by_each([worker.worker_id for worker, _ in joined])
+        for worker, reported in joined:  # each on its own: a slow tab holds up no other
+            self._spawn(self._reconcile(worker, reported, recorded[worker.worker_id]))
+
+    async def _reconcile(self, worker: Worker, reported: list[str], recorded_shas: list[str]) -> None:
         """After a (re)connect: what the tab holds is what counts."""
-        recorded = set(await namenode.blobs_held_by(worker.worker_id))
+        recorded = set(recorded_shas)
         held = set(reported)
         for sha in recorded - held:
             await namenode.remove_replica(sha, worker.worker_id)

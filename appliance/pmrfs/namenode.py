@@ -133,8 +133,16 @@ async def remove_replica(sha: str, holder: str) -> bool:
 
 
 async def blobs_held_by(holder: str) -> list[str]:
-    rows = await Replica.select(Replica.blob.sha256).where(Replica.holder == holder)
-    return sorted(r["blob.sha256"] for r in rows)
+    return (await blobs_held_by_each([holder]))[holder]
+
+
+async def blobs_held_by_each(holders: list[str]) -> dict[str, list[str]]:
+    """The blobs each of these holders holds, sorted (one query per CHUNK holders)."""
+    held: dict[str, list[str]] = {holder: [] for holder in holders}
+    for part in chunks(holders):
+        for row in await Replica.select(Replica.holder, Replica.blob.sha256).where(Replica.holder.is_in(part)):
+            held[row["holder"]].append(row["blob.sha256"])
+    return {holder: sorted(shas) for holder, shas in held.items()}
 
 
 async def replicas_by_blob(blob_ids: list[int]) -> dict[int, list[ReplicaInfo]]:

@@ -222,6 +222,8 @@ async def test_remove_replica(pmrfs):
     [sha] = await shas_of(owner, "x")
     await namenode.add_replica(sha, "w1")
     await namenode.add_replica(sha, "w2")
+    # What several workers hold, read at once for workers joining together (DataNodes.worker_joined).
+    assert await namenode.blobs_held_by_each(["w1", "w2", "w3"]) == {"w1": [sha], "w2": [sha], "w3": []}
     assert await namenode.remove_replica(sha, "w2")
     assert not await namenode.remove_replica(sha, "w2")
     # A worker that reconnects without the blob loses its replica the same way (DataNodes._reconcile).

@@ -240,6 +240,32 @@ async def test_connected_workers_get_their_scores_and_stay_comparable(store):
     assert "old" not in reliability.as_of
 
 
+async def test_workers_joining_together_have_their_scores_read_in_one_query(store, monkeypatch):
+    await scores.record_run(1, [WorkerRun("known", 1, 10, 0, 0, False)], scores.now())
+    reads = []
+
+    async def counted(worker_ids, at=None):
+        reads.append(list(worker_ids))
+        return await read(worker_ids, at)
+
+    read = scores.scores_of
+    monkeypatch.setattr(scores, "scores_of", counted)
+    events = EventHub()
+    fleet = Fleet(events)
+    reliability = Reliability(fleet)
+    events.subscribe(WorkerJoined, reliability.worker_joined)
+    joined = [worker(name) for name in ("known", "new", "gone")]
+    for w in joined:
+        fleet.add(w)
+        await events.publish(WorkerJoined(w, []))
+    fleet.remove(joined[2])  # left before its score was read: nothing is set on it
+    joined[2].score = -1.0
+    await reliability.joining.task
+    assert reads == [["known", "new", "gone"]]
+    assert joined[0].score == pytest.approx(10.0, rel=1e-3) and joined[1].score == 0.0 and joined[2].score == -1.0
+    assert reliability.joining.task is None and "gone" not in reliability.as_of
+
+
 async def test_scores_kept_by_billing_before_the_move_are_carried_over_to_the_fleet(store):
     # A data dir from before the move: billing's score tables with a row, its migration not yet applied.
     from piccolo.apps.migrations.tables import Migration

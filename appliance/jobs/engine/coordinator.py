@@ -132,7 +132,11 @@ class Coordinator:
             for sha in event.blobs:
                 for output in run.durability.restored.get(sha, ()):
                     output.holders.add(worker.worker_id)
-            recovering = run.durability.recovering_until and worker.worker_id in run.execution.workers()
+            # Not execution.workers(): a set of every rank's worker built again at each hello of a fleet
+            # that says hello to a new leader adopting a large run.
+            recovering = run.durability.recovering_until and any(
+                worker.worker_id in group.ranks for group in run.execution.groups.values()
+            )
             if worker.worker_id in run.seats.away or recovering:
                 self.placement.rebind(run, worker)
                 wanted |= self._resume(run, worker.worker_id, set(event.tasks))
