@@ -194,12 +194,31 @@ class Appliance:
         }
         if "PEERMR_DATABASE_URL" not in self.env and (url := postgres_database_url(data_dir)):
             self.env["PEERMR_DATABASE_URL"] = url
-        # With a certificate (PEERMR_TLS_CERT) it serves HTTPS only; the test trusts its CA (SSL_CERT_FILE).
-        self.url = f"{'https' if self.env.get('PEERMR_TLS_CERT') else 'http'}://127.0.0.1:{self.port}"
+        # Ports chosen here may be taken by another process of the machine before the appliance binds
+        # them (free_port only found them free): start then tries new ones.
+        self.own_turn_port = "PEERMR_TURN_PORT" not in (env or {})
         self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-serve.log"
 
-    def start(self, timeout: float = 60) -> Appliance:
+    @property
+    def url(self) -> str:
+        # With a certificate (PEERMR_TLS_CERT) it serves HTTPS only; the test trusts its CA (SSL_CERT_FILE).
+        return f"{'https' if self.env.get('PEERMR_TLS_CERT') else 'http'}://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60, tries: int = 3) -> Appliance:
+        for _ in range(tries - 1):
+            began = len(self.log())
+            try:
+                return self._start(timeout)
+            except RuntimeError:
+                if "address already in use" not in self.log()[began:]:
+                    raise
+            self.port = free_port()
+            if self.own_turn_port:
+                self.env["PEERMR_TURN_PORT"] = str(free_port())
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> Appliance:
         args = ["serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1", "--port", str(self.port)]
         with open(self.log_path, "ab") as log:
             if forkserver.enabled:
