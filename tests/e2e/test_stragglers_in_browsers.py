@@ -341,7 +341,7 @@ def test_speculation_off_the_throttled_tab_finishes_its_own_task(appliance, api,
     all_idle(api, steady.tabs + straggler.tabs)
     throttle = Throttle(tab, RATE)
     try:
-        # A quarter of the work: nothing shortens the throttled tab's tasks here, and 10x of the
+        # A quarter of the work: no backup shortens the throttled tab's tasks here, and 10x of the
         # full job takes minutes on a loaded machine.
         script = job_script(urls, speculation=False, rounds=ROUNDS // 4)
         run_id = start(api, "throttled-no-speculation", script)
@@ -354,7 +354,9 @@ def test_speculation_off_the_throttled_tab_finishes_its_own_task(appliance, api,
     rows = attempts(appliance, run_id)
     assert all(r[4] == "done" for r in rows), rows
     assert "a backup attempt starts" not in log and "finished first" not in log
-    # The throttled tab did run its map, and took clearly longer than the others.
+    # The throttled tab did run its map, and took clearly longer than the others, unless the
+    # appliance, which knows it slow from the test before, gave it less of the input (the cut by speed).
+    cut = re.search(r"input is cut by the speed estimates of its ranks' browsers: (.*)", log)
     maps = [
         (w, when(finished) - when(started))
         for w, started, finished in appliance.query(
@@ -363,7 +365,7 @@ def test_speculation_off_the_throttled_tab_finishes_its_own_task(appliance, api,
     ]
     mine = [s for w, s in maps if w == slow]
     others = sorted(s for w, s in maps if w != slow)
-    assert len(mine) == 1 and mine[0] > 2 * others[len(others) // 2], maps
+    assert len(mine) == 1 and (mine[0] > 2 * others[len(others) // 2] or cut), (maps, log)
 
 
 def running_on(api: httpx.Client, run_id: int, worker: str, what: str, timeout: float = 120) -> None:

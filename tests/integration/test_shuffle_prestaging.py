@@ -180,8 +180,8 @@ async def test_a_map_lost_after_a_reduce_began_runs_again_and_the_reduce_gets_th
         early = await streaming_reduce(rank0)
         # The browser of rank 2 vanishes mid-map: the spare takes the rank and runs that map again.
         lost = next(w for w in fleet.workers if fleet.rank.get(w.worker_id) == 2)
+        spare = next(w for w in fleet.workers if w.worker_id not in fleet.rank)  # before it may take the rank
         await lost.close()
-        spare = next(w for w in fleet.workers if w.worker_id not in fleet.rank)
         await until(lambda: any(t["kind"] == "map" for t in spare.tasks))
         fleet.release.set()
         done = await carol.wait(run["id"], timeout=30)
