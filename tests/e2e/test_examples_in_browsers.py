@@ -289,8 +289,9 @@ def test_a_wgsl_compute_job_waits_for_gpus_until_software_adapters_are_allowed(a
     page = admin.get(f"/ui/runs/{run_id}").text
     assert page.count(f"GPU: {SOFTWARE_ADAPTER}</span>") >= 2
     metered = f"SELECT DISTINCT resource FROM billing_usage WHERE run = {run_id}"
-    resources = {r[0] for r in wait_for(lambda: appliance.query(metered))}
-    assert "gpu_ms" in resources and "cpu_ms" not in resources
+    # Usage is written as it is metered: the bytes the shuffle moved may come in before the GPU time.
+    resources = wait_for(lambda: (found := {r[0] for r in appliance.query(metered)}) >= {"gpu_ms"} and found)
+    assert "cpu_ms" not in resources
 
 
 def test_tfjs_runs_on_its_webgpu_backend_in_a_job(api, workers, admin):
