@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from appliance.jobs.agreement import Agreement
-from appliance.jobs.spec import JobSpec
+from appliance.jobs.spec import JobSpec, StageSpec
 from appliance.jobs.stage_talks import reads_rank_state
 from appliance.jobs.stragglers import Stragglers
 from appliance.jobs.transitions import (
@@ -69,6 +69,12 @@ SHARE_SCALE = 64
 # little it were given (bench/uneven_fleet.py: a 0.125-core browser took 1.3-1.6 s on 6 % of the
 # input while the others took 0.7-0.9 s on theirs). Its rank's map then runs on no records.
 SHARE_CUTOFF = 1 / 3
+
+
+def _cut_anywhere(stage: StageSpec) -> bool:
+    """A map whose input may be cut at any record without changing what it computes: it neither talks
+    to other ranks nor keeps state per rank (context.rng, context.shard, getWorkerCount)."""
+    return stage.kind == "map" and not stage.talks_to_ranks and not reads_rank_state(stage.source)
 
 
 def stage_label(stage: int) -> str:
@@ -116,7 +122,7 @@ class Try:
     streaming: bool = False
     awaiting: set[int] = field(default_factory=set)
     work: int = 0  # the records it reads, once they are in place (its pace and speed are per record)
-    # A chunk's task that runs a range: the chunk after its last (0: it runs its own chunk alone).
+    # The chunk after the last it runs, once started: past its own for a range, else its own + 1 (0 before).
     covers: int = 0
 
     @property
@@ -343,7 +349,7 @@ class RunExecution(Stragglers, Agreement):
         chunks are cut for it). Reduce partitions stay one per rank."""
         chunks = {INPUT_STAGE: 1}
         for stage, s in enumerate(spec.stages):
-            whole = s.kind != "map" or s.chunks == "rank" or s.talks_to_ranks or reads_rank_state(s.source)
+            whole = not _cut_anywhere(s) or s.chunks == "rank"
             before = chunks[stage - 1] if stage > 0 and spec.stages[stage - 1].kind == "map" else 1
             chunks[stage] = 1 if whole or (stage > 0 and before == 1) else (CHUNKS_PER_RANK if stage == 0 else before)
         return chunks
@@ -488,13 +494,7 @@ class RunExecution(Stragglers, Agreement):
         kept (a checkpoint keeps it too): the input computed again is cut as the maps before read it."""
         group = self.groups[letter]
         if group.shares is None:
-            first = self.spec.stages[0]
-            weighed = (
-                first.kind == "map"
-                and self.partitioning(0) == "hash"
-                and not first.talks_to_ranks
-                and not reads_rank_state(first.source)
-            )
+            weighed = _cut_anywhere(self.spec.stages[0]) and self.partitioning(0) == "hash"
             speeds = [speed(w) if w else 1.0 for w in group.ranks]
             group.shares = []
             if weighed and max(speeds) >= SHARE_SPREAD * min(speeds):
@@ -609,12 +609,11 @@ class RunExecution(Stragglers, Agreement):
         return found
 
     def _cover(self, task: Task) -> None:
-        """A range starts: it covers what _range_of finds."""
-        if self.ranged and task.stage == 0 and not task.is_backup:
-            covered = self._range_of(task)[1:]
-            for t in covered:
-                t.covered_by = task
-            task.covers = task.chunk + 1 + len(covered)
+        """A task starts: it covers what _range_of finds (a task that is no range, itself alone)."""
+        covered = self._range_of(task)[1:]
+        for t in covered:
+            t.covered_by = task
+        task.covers = task.chunk + 1 + len(covered)
 
     def _uncover(self, task: Task) -> None:
         """A range runs again: the chunks it covered wait again (those it ran are done no longer)."""

@@ -31,12 +31,6 @@ def _emits(task: Task) -> int:
     return task.emits
 
 
-def _ran(task: Task) -> bool:
-    """Whether the task is, or was, an attempt of its own: not a chunk another's range ran or runs,
-    nor one done without running (the input left it empty)."""
-    return task.worker_id is not None and task.covered_by is None
-
-
 def _began(task: Task) -> float:
     """When a task's own work began: its start (copying its inputs included), or for a streaming
     reduce the moment its whole input was in (its wait for the maps is not its slowness)."""
@@ -80,11 +74,7 @@ class Stragglers:
         if lagging := self._lagging(task, now):
             return lagging
         # The stage's tasks but chunks run in another's range or left empty.
-        tasks = [
-            t
-            for t in self.groups[task.group].by_stage[task.stage]
-            if t.covered_by is None and (_ran(t) or t.state != "done")
-        ]
+        tasks = [t for t in self.groups[task.group].by_stage[task.stage] if t.covered_by is None and not t.empty]
         durations = [t.finished - _began(t) for t in tasks if t.state == "done"]
         if len(tasks) < 2 or len(durations) < SPECULATION_QUANTILE * len(tasks):
             return None
@@ -105,7 +95,7 @@ class Stragglers:
         others = [
             t
             for t in self.groups[task.group].by_stage[task.stage]
-            if t is not task and t.state in ("running", "done") and _ran(t)
+            if t is not task and t.state in ("running", "done") and not t.empty
         ]
         ticking = task.ticks > 0 or any(t.ticks for t in others)
         measure, unit = (_ticks, "progress() calls") if ticking else (_emits, "emits")

@@ -11,7 +11,7 @@ from appliance.jobs.engine.ending import Ending
 from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
-from appliance.jobs.engine.speeds import time_left
+from appliance.jobs.engine.speeds import task_seconds
 from appliance.jobs.engine.staging import Staging
 from appliance.jobs.execution import Attempt, Task, TaskEvent
 from appliance.jobs.logs import COORDINATOR, FLEET
@@ -117,9 +117,9 @@ class Speculation:
         mine, theirs = speeds.of(task.worker_id or ""), speeds.of(helper.worker_id)
         if theirs < OUTPACED_SPEEDUP * mine or execution.waiting_for_input(task):
             return None
-        if (left := time_left(speeds, execution, task, clock)) is None:
+        if (whole := task_seconds(speeds, execution, task)) is None:
             return None
-        there = task.work * speeds.seconds_per_record(execution, task) / theirs
+        left, there = whole / mine - (clock - task.launched), whole / theirs
         if left < OUTPACED_SPEEDUP * there + OUTPACED_COPY_SECONDS:
             return None
         return (

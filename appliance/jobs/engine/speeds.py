@@ -75,12 +75,19 @@ class Speeds:
         return statistics.median(times) if times else None
 
 
+def task_seconds(speeds: Speeds, execution: RunExecution, task: Task) -> float | None:
+    """Seconds the whole task takes a browser of speed 1.0, by its stage's pace; None before any task
+    of its stage finished."""
+    per_record = speeds.seconds_per_record(execution, task)
+    return None if per_record is None else task.work * per_record
+
+
 def time_left(speeds: Speeds, execution: RunExecution, task: Task, clock: float) -> float | None:
     """Seconds the running task has left on its browser, by the speed estimates; None before any task
     of its stage finished."""
-    if (per_record := speeds.seconds_per_record(execution, task)) is None:
+    if (whole := task_seconds(speeds, execution, task)) is None:
         return None
-    return task.work * per_record / speeds.of(task.worker_id or "") - (clock - task.launched)
+    return whole / speeds.of(task.worker_id or "") - (clock - task.launched)
 
 
 def _rates(execution: RunExecution, task: Task) -> list[float]:
