@@ -183,6 +183,7 @@ class TaskProgress(Base, tag="task-progress"):
     bytes: Count = 0
     ticks: Count = 0  # context.progress() calls
     beats: Count = 0  # the sandbox's heartbeats: the task's event loop turns (it is busy, not hung)
+    read: Count = 0  # the input records its job has reached (a map reading them with for await...of)
 
 
 class LogLine(msgspec.Struct):

@@ -224,6 +224,7 @@ class Progress(Message, tag="progress"):
     bytes: protocol.Count
     ticks: protocol.Count
     beats: protocol.Count = 0  # the sandbox's heartbeat: its event loop turns (busy, not hung)
+    read: protocol.Count = 0  # the input records the job has reached (a map reading them with for await...of)
 
 
 class WorkerTimeout(Message, tag="worker-timeout"):

@@ -112,6 +112,7 @@ class Try:
     cpu_ms: int = 0
     ticks: int = 0  # context.progress() calls
     beats: int = 0  # the sandbox's heartbeats (its event loop turns)
+    read: int = 0  # the input records its job has reached, as its page last said (at most ``work``)
     # When its progress (emits, bytes written, ticks) last moved, and whether it is stalled now.
     progressed_at: float = 0.0
     stalled: bool = False
@@ -212,6 +213,7 @@ class AttemptRecord:
     error: str = ""
     chunk: int = 0
     ticks: int = 0  # its context.progress() calls
+    chunks: int = 1  # the chunks it ran: a range's from ``chunk`` on
 
     @property
     def state(self) -> str:
@@ -575,6 +577,11 @@ class RunExecution(Stragglers, Agreement):
         splits, self.splits = self.splits, []
         return splits
 
+    def splittable(self, task: Try) -> bool:
+        """A running range with chunks after the one it started at, whose page has not declined to
+        split: a slow one is split for free workers rather than raced whole by a backup."""
+        return self.ranged and task.covers - task.chunk >= 2 and getattr(task, "split", 0) != SPLIT_DECLINED
+
     def split_at(self, task: Task, chunk: int) -> bool:
         """The page of a range asked to split stops before ``chunk``: the chunks from there on wait for
         free workers (True), or it could not split (any other chunk, the end of its range: False). A
@@ -690,7 +697,7 @@ class RunExecution(Stragglers, Agreement):
         now = time.monotonic() if now is None else now
         task.worker_id = worker_id
         task.started = task.last_activity = task.progressed_at = now
-        task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = 0
+        task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = task.read = 0
         task.outputs = []
         self.active.add(task)
         self._cover(task)
@@ -888,6 +895,7 @@ class RunExecution(Stragglers, Agreement):
                 error,
                 task.chunk,
                 task.ticks,
+                max(task.covers - task.chunk, 1),
             )
         )
 
@@ -955,7 +963,7 @@ class RunExecution(Stragglers, Agreement):
             backup.progressed_at,
         )
         task.emits, task.bytes, task.ticks, task.beats = backup.emits, backup.bytes, backup.ticks, backup.beats
-        task.stalled = backup.stalled
+        task.launched, task.work, task.read, task.stalled = backup.launched, backup.work, backup.read, backup.stalled
 
     def recompute_lost(self) -> list[Task]:
         """Run again every done task whose output no live worker holds while something still needs it.

@@ -157,6 +157,7 @@ export const SOCKET_MESSAGES = {
       bytes: {type: 'int', ge: 0, optional: true, default: 0},
       ticks: {type: 'int', ge: 0, optional: true, default: 0},
       beats: {type: 'int', ge: 0, optional: true, default: 0},
+      read: {type: 'int', ge: 0, optional: true, default: 0},
     },
     'task-log': {
       taskId: {
@@ -618,6 +619,7 @@ export const SANDBOX_MESSAGES = {
       bytes: {type: 'int', ge: 0, required: true},
       ticks: {type: 'int', ge: 0, required: true},
       beats: {type: 'int', ge: 0, optional: true, default: 0},
+      read: {type: 'int', ge: 0, optional: true, default: 0},
     },
     // context.setWorkerTimeout(seconds) (relayed in task-worker-timeout).
     'worker-timeout': {seconds: {type: 'float', gt: 0, le: 604800, required: true}},

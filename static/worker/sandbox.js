@@ -363,7 +363,8 @@
     }
     task.lastProgress = clock();
     if (!task.ended) {
-      post({type: 'progress', emits: task.emits, bytes: task.flushedBytes + task.buffered, ticks: task.ticks, beats: task.beats});
+      const bytes = task.flushedBytes + task.buffered;
+      post({type: 'progress', emits: task.emits, bytes, ticks: task.ticks, beats: task.beats, read: task.read});
     }
   }
 
@@ -855,15 +856,25 @@
       task.range = null;
       if (task.splitBefore !== undefined) split(task.splitBefore);  // asked while its input was read
       Object.defineProperty(records, Symbol.asyncIterator, {
-        value: async function* () { for (let i = 0; i < records.length; i++) yield records[i]; },
+        value: async function* () {
+          for (let i = 0; i < records.length; i++) {
+            reached(i);
+            yield records[i];
+          }
+        },
       });
       return records;
     }
     const stop = specs.reduce((end, input) => Math.max(end, (input.chunk ?? -1) + 1), 0);  // the range's end
     const range = task.range = {records, starts, end: records.length, stop, at: -1, whole: false};
+    const firsts = new Set(starts.slice(1).map(([, first]) => first));
     const iterate = async function* () {
-      for (let i = 0; i < range.end; i++) {
+      for (let i = 0; ; i++) {
+        // A job that never awaits between records hears a task-split only here, before a chunk begins.
+        if (firsts.has(i)) await new Promise(resolve => later(resolve, 0));
+        if (i >= range.end) return;
         range.at = i;
+        reached(i);
         yield records[i];
       }
     };
@@ -880,6 +891,13 @@
       ownKeys(target) { whole(); return reflectKeys(target); },
       getOwnPropertyDescriptor(target, key) { whole(); return reflectDescriptor(target, key); },
     });
+  }
+
+  // The job's for await...of reached record i: the engine reckons a task's time left from how many
+  // records it has reached in how long (it splits and backs up by it).
+  function reached(i) {
+    task.read = i + 1;
+    progress();
   }
 
   // task-split: the range stops before chunk `before`, or the first chunk after the one the job is
@@ -1020,7 +1038,7 @@
     const problem = task ? globalsAsFirst() : '';
     if (!task) firstGlobals = new Map(Reflect.ownKeys(scope).map(key => [key, Object.getOwnPropertyDescriptor(scope, key)]));
     task = {
-      spec, started: clock(), emits: 0, ticks: 0, beats: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
+      spec, started: clock(), emits: 0, ticks: 0, beats: 0, read: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
       // Output that feeds a reduce in the shuffle format is grouped by key as it is emitted.
       grouping: spec.partitioning === 'hash' && spec.outputContentType === shuffle.TYPE, groups: shuffle.groups(), groupCount: 0,
       delivered: Promise.resolve(), completed: false, ended: false, finishing: null,

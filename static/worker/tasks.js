@@ -461,8 +461,9 @@ export class TaskRunner {
   }
 
   progress(task, m) {
-    if (!isCount(m.emits) || !isCount(m.bytes) || !isCount(m.ticks ?? 0) || !isCount(m.beats ?? 0)) return;
-    task.progress = {emits: m.emits, bytes: m.bytes, ticks: m.ticks ?? 0, beats: m.beats ?? 0};
+    const counts = [m.emits, m.bytes, m.ticks ?? 0, m.beats ?? 0, m.read ?? 0];
+    if (!counts.every(isCount)) return;
+    task.progress = {emits: m.emits, bytes: m.bytes, ticks: m.ticks ?? 0, beats: m.beats ?? 0, read: m.read ?? 0};
     const wait = PROGRESS_MS - (Date.now() - task.progressAt);
     if (wait <= 0) this.sendProgress(task);
     else task.progressTimer ??= setTimeout(() => this.sendProgress(task), wait);
@@ -473,7 +474,7 @@ export class TaskRunner {
     task.progressTimer = null;
     const latest = task.progress;
     task.progress = null;
-    const signature = latest && `${latest.emits}/${latest.bytes}/${latest.ticks}/${latest.beats}`;
+    const signature = latest && `${latest.emits}/${latest.bytes}/${latest.ticks}/${latest.beats}/${latest.read}`;
     if (!latest || task.ended || signature === task.sentProgress) return;
     task.sentProgress = signature;
     task.progressAt = Date.now();

@@ -29,14 +29,15 @@ from appliance.pmrfs.namenode import LiveHolders
 
 log = logging.getLogger(__name__)
 
-# A run's task history (one row per attempt), written when it ends; 15 values a row keep an INSERT
-# under SQLite's and asyncpg's limits of 32,766 parameters.
+# A run's task history (one row per attempt), written when it ends; TASK_ROWS_PER_INSERT rows of 17
+# values keep an INSERT under SQLite's and asyncpg's limits of 32,766 parameters.
 TASK_COLUMNS = (
     "run",
     "group",
     "stage",
     "rank",
     "chunk",
+    "chunks",
     "attempt",
     "worker_id",
     "worker_account",
@@ -252,6 +253,7 @@ class Ending:
                 a.stage,
                 a.rank,
                 a.chunk,
+                a.chunks,
                 a.attempt,
                 a.worker_id,
                 seats.accounts.get(a.worker_id),

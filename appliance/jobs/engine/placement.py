@@ -27,6 +27,7 @@ class Unbind(enum.StrEnum):
 
     EXTRA_ENDED = "extra-ended"  # the extra attempt a helper ran ended: it is free again (if idle)
     OUTRUN = "outrun"  # a helper outran the rank's worker and holds the rank now
+    OUTPACED = "outpaced"  # a free browser would redo the rank's range sooner: it holds the rank now
     DISCONNECTED = "disconnected"  # gone, and not back within the reconnect grace
     NOT_BACK = "not-back"  # did not come back after the appliance restarted (recovery logs it)
     TIMED_OUT = "timed-out"  # ran past its worker timeout without an emit
@@ -47,6 +48,7 @@ class Effect:
 EFFECTS: dict[Unbind, Effect] = {
     Unbind.EXTRA_ENDED: Effect(),
     Unbind.OUTRUN: Effect(),
+    Unbind.OUTPACED: Effect(exclude=True),  # else, idle, it would take the rank back (spread)
     Unbind.DISCONNECTED: Effect(vacate=True, announce=True),
     Unbind.NOT_BACK: Effect(vacate=True),
     Unbind.TIMED_OUT: Effect(exclude=True, vacate=True, announce=True),
@@ -169,11 +171,13 @@ class Placement:
                 seen.add(holder)
         return doubled
 
-    def hand_over(self, run: LiveRun, task: Task, slow_id: str, winner: Worker, why: str = "") -> None:
-        """A helper outran the rank's own worker: it keeps the rank, whose next task then finds its
-        input where it is, and the slower browser is free for other runs."""
+    def hand_over(
+        self, run: LiveRun, task: Task, slow_id: str, winner: Worker, why: str = "", cause: Unbind = Unbind.OUTRUN
+    ) -> None:
+        """A helper outran the rank's own worker (or would, OUTPACED): it keeps the rank, whose next task
+        then finds its input where it is, and the slower browser is free for other runs."""
         self.bind_rank(run, task.group, task.rank, winner)
-        self.unbind(run, slow_id, Unbind.OUTRUN)
+        self.unbind(run, slow_id, cause)
         why = why or f"which outran {slow_id}"
         self.shared.logs.add(
             run.run_id, f"rank {task.rank} of group {task.group} moves to worker {winner.worker_id}, {why}"

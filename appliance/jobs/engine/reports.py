@@ -72,16 +72,17 @@ class Reports:
     # ------------------------------------------------------------ while a task runs
 
     def _progressed(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskProgress) -> None:
-        """Emits, bytes and progress() calls are progress (they reset the worker timeout); a heartbeat
-        only says the task is busy, not hung (it is not stalled)."""
+        """Emits, bytes, progress() calls and input records reached are progress (they reset the worker
+        timeout); a heartbeat only says the task is busy, not hung (it is not stalled)."""
         clock = time.monotonic()
-        moved = (message.emits, message.bytes, message.ticks) != (task.emits, task.bytes, task.ticks)
+        read = min(message.read, task.work)  # the page's word: never more than it was given
+        moved = (message.emits, message.bytes, message.ticks, read) != (task.emits, task.bytes, task.ticks, task.read)
         if not moved and message.beats == task.beats:
             task.last_activity = clock
             return
         if moved:
             task.last_activity = clock
-            task.emits, task.bytes, task.ticks = message.emits, message.bytes, message.ticks
+            task.emits, task.bytes, task.ticks, task.read = message.emits, message.bytes, message.ticks, read
         task.beats, task.progressed_at = message.beats, clock
         if task.stalled:
             task.stalled = False

@@ -82,9 +82,22 @@ def task_seconds(speeds: Speeds, execution: RunExecution, task: Task) -> float |
     return None if per_record is None else task.work * per_record
 
 
+def own_pace(task: Task, clock: float) -> float | None:
+    """Seconds a record takes the running task on its own browser at least, from the input records its
+    job has reached since it was launched (the one it is at may have just begun, or be nearly done:
+    counted as done, the pace is never overstated); None while its page has said none (a reduce, a job
+    that reads its input as an array)."""
+    if not task.read or not task.launched:
+        return None
+    return (clock - task.launched) / task.read
+
+
 def time_left(speeds: Speeds, execution: RunExecution, task: Task, clock: float) -> float | None:
-    """Seconds the running task has left on its browser, by the speed estimates; None before any task
-    of its stage finished."""
+    """Seconds the running task has left on its browser: at its own pace once its page says how far it
+    has read (the browser may be slower or faster today than its estimate; the records it has not
+    reached, at least), else by the speed estimates; None before either is known."""
+    if (pace := own_pace(task, clock)) is not None:
+        return pace * (task.work - task.read)
     if (whole := task_seconds(speeds, execution, task)) is None:
         return None
     return whole / speeds.of(task.worker_id or "") - (clock - task.launched)
