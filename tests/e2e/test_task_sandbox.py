@@ -322,6 +322,7 @@ def test_the_input_is_cut_in_proportion_to_the_ranks_shares(harness):
 # reads its input as an array (it may read any record: it cannot stop early).
 RANGE_MAP = """async function map(x) {
   for await (const [index, item] of x) {
+    if (index === 0) context.progress();
     if (index === 0) await new Promise(resolve => setTimeout(resolve, 400));
     context.emit(String(index), item);
   }
@@ -336,11 +337,11 @@ ARRAY_MAP = """async function map(x) {
 }"""
 
 
-# One that spins through its first record without awaiting anything: the split is heard before its
-# next chunk begins.
+# One that spins through its first record without awaiting anything (it says it has begun first):
+# its page answers the split at once, and lets it into no chunk after.
 SPINNING_MAP = """async function map(x) {
   for await (const [index, item] of x) {
-    if (index === 0) { const end = Date.now() + 400; while (Date.now() < end) {} }
+    if (index === 0) { context.progress(); const end = Date.now() + 400; while (Date.now() < end) {} }
     context.emit(String(index), item);
   }
   await context.onComplete();

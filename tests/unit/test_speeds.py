@@ -144,8 +144,9 @@ def test_a_browser_a_backup_outran_is_at_most_as_fast_as_its_task_over_the_time_
 
 
 def test_a_running_task_that_says_how_far_it_has_read_is_judged_by_its_own_pace():
-    """The estimates said 'slow' is typical, but its page says it has reached 2 of its 10 records in
-    6 s: it takes at least 3 s a record (the one it is at counts as done), 8 records are left."""
+    """The estimates said 'slow' is typical (its task due by now), but its page says it has reached 2
+    of its 10 records in 6 s: it takes at least 3 s a record (the one it is at counts as done), and 8
+    records are left. Early on, the estimates say more than that lower bound."""
     run, speeds = run_of(["fast", "slow", "mid"]), Speeds()
     maps = cut_input(run, [10, 10, 10])
     work(run, maps[0], "fast", 1.0, 1.0)
@@ -157,5 +158,6 @@ def test_a_running_task_that_says_how_far_it_has_read_is_judged_by_its_own_pace(
     assert own_pace(maps[1], 7.0) == pytest.approx(3.0)
     assert time_left(speeds, run, maps[1], 7.0) == pytest.approx(24.0)
     # A task whose page says nothing of its reading (a reduce, an input read as an array): estimates.
+    assert time_left(speeds, run, maps[1], 1.1) == pytest.approx(0.9)  # by the estimates: 1 s in all
     maps[1].read = 0
     assert own_pace(maps[1], 7.0) is None

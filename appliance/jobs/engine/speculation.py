@@ -14,7 +14,7 @@ from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
 from appliance.jobs.engine.speeds import own_pace, task_seconds, time_left
 from appliance.jobs.engine.staging import Staging
-from appliance.jobs.execution import Attempt, Task, TaskEvent
+from appliance.jobs.execution import SPLIT_ASKED, Attempt, Task, TaskEvent
 from appliance.jobs.logs import COORDINATOR, FLEET
 
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
@@ -99,10 +99,13 @@ class Speculation:
                     continue
             if helper is None:
                 return
-            spare = None  # taken
-            if execution.splittable(task):
+            if execution.splittable(task) and not task.stalled:
+                if task.split == SPLIT_ASKED:
+                    continue  # its page answers at once when its job iterates: what is left is judged then
+                spare = None  # taken
                 self._abandon(run, task, helper, why, clock)
                 continue
+            spare = None  # taken
             self._start_extra(
                 run,
                 execution.backup(task, helper.worker_id, clock),

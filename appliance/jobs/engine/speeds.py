@@ -93,14 +93,15 @@ def own_pace(task: Task, clock: float) -> float | None:
 
 
 def time_left(speeds: Speeds, execution: RunExecution, task: Task, clock: float) -> float | None:
-    """Seconds the running task has left on its browser: at its own pace once its page says how far it
-    has read (the browser may be slower or faster today than its estimate; the records it has not
-    reached, at least), else by the speed estimates; None before either is known."""
+    """Seconds the running task has left on its browser: by the speed estimates, or at least the
+    records it has not reached at its own pace once its page says how far it has read (a browser may
+    be slower today than its estimate); None before either is known."""
+    known = []
     if (pace := own_pace(task, clock)) is not None:
-        return pace * (task.work - task.read)
-    if (whole := task_seconds(speeds, execution, task)) is None:
-        return None
-    return whole / speeds.of(task.worker_id or "") - (clock - task.launched)
+        known.append(pace * (task.work - task.read))
+    if (whole := task_seconds(speeds, execution, task)) is not None:
+        known.append(whole / speeds.of(task.worker_id or "") - (clock - task.launched))
+    return max(known, default=None)
 
 
 def _rates(execution: RunExecution, task: Task) -> list[float]:
