@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from appliance.fleet import protocol as p
@@ -87,8 +88,8 @@ class Placement:
         worker.serve(run.run_id)
         run.served_by(worker)
 
-    def idle_worker(self, run: LiveRun) -> Worker | None:
-        """The best eligible worker that serves no run and answers its pings, or None."""
+    def idle_worker(self, run: LiveRun, avoid: Collection[str] = ()) -> Worker | None:
+        """The best eligible worker that serves no run and answers its pings (not one of ``avoid``), or None."""
         now = time.monotonic()
         candidates = [
             w
@@ -96,6 +97,7 @@ class Placement:
             if selection.available(w)
             and w.answers(now)
             and w.worker_id not in run.seats.excluded
+            and w.worker_id not in avoid
             and self.shared.eligible(w, run.spec, run.owner_id)
         ]
         return selection.ranked(candidates, self.shared.speeds.of)[0] if candidates else None
@@ -142,7 +144,8 @@ class Placement:
 
     def spread(self, run: LiveRun) -> None:
         """A worker holding more than one rank hands one whose next task has not started to an idle
-        eligible worker that joined meanwhile (the run grows back to a worker per rank)."""
+        eligible worker that joined meanwhile (the run grows back to a worker per rank), not to one a
+        backup outran in this run (it took the rank from that one)."""
         if not (doubled := self._doubled(run)):
             return
         execution = run.execution
@@ -150,7 +153,7 @@ class Placement:
             task = execution.groups[group].first_not_done(rank)
             if task is not None and task.state != "waiting":
                 continue  # under way on its holder: it moves once that task is done
-            if (worker := self.idle_worker(run)) is None:
+            if (worker := self.idle_worker(run, avoid=execution.outrun)) is None:
                 return
             self.bind_rank(run, group, rank, worker)
             self.shared.logs.add(

@@ -242,7 +242,11 @@ class Reports:
         self.placement.unbind(run, loser_worker, Unbind.EXTRA_ENDED)
         if loser_id in stalled:
             self.placement.unbind(run, loser_worker, Unbind.HUNG, stalled_on(run, task))
-        elif winner.worker_id in run.seats.helpers and (task.group, task.rank) in run.execution.places_of(loser_worker):
+        elif run.execution.places_of(loser_worker) == [(task.group, task.rank)] and (
+            winner.worker_id in run.seats.helpers or not run.execution.talking
+        ):
+            # The rank's next tasks (its reduce) go with it rather than run on the slower browser: to a
+            # worker of the run, as a second rank, unless its stages talk (each rank needs its own).
             self.placement.hand_over(run, task, loser_worker, winner)
 
     def _failed(self, run: LiveRun, task: Task, message: p.TaskFailed) -> None:
