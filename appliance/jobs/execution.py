@@ -115,6 +115,7 @@ class Try:
     ticks: int = 0  # context.progress() calls
     beats: int = 0  # the sandbox's heartbeats (its event loop turns)
     read: int = 0  # the input records its job has reached, as its page last said (at most ``work``)
+    read_at: float = 0.0  # when its page last said so
     # When its progress (emits, bytes written, ticks) last moved, and whether it is stalled now.
     progressed_at: float = 0.0
     stalled: bool = False
@@ -729,6 +730,7 @@ class RunExecution(Stragglers, Agreement):
         task.worker_id = worker_id
         task.started = task.last_activity = task.progressed_at = now
         task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = task.read = 0
+        task.read_at = 0.0
         task.outputs = []
         self.active.add(task)
         self._cover(task)
@@ -994,7 +996,8 @@ class RunExecution(Stragglers, Agreement):
             backup.progressed_at,
         )
         task.emits, task.bytes, task.ticks, task.beats = backup.emits, backup.bytes, backup.ticks, backup.beats
-        task.launched, task.work, task.read, task.stalled = backup.launched, backup.work, backup.read, backup.stalled
+        task.launched, task.work, task.stalled = backup.launched, backup.work, backup.stalled
+        task.read, task.read_at = backup.read, backup.read_at
 
     def recompute_lost(self) -> list[Task]:
         """Run again every done task whose output no live worker holds while something still needs it.

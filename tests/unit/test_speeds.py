@@ -144,20 +144,23 @@ def test_a_browser_a_backup_outran_is_at_most_as_fast_as_its_task_over_the_time_
 
 
 def test_a_running_task_that_says_how_far_it_has_read_is_judged_by_its_own_pace():
-    """The estimates said 'slow' is typical (its task due by now), but its page says it has reached 2
-    of its 10 records in 6 s: it takes at least 3 s a record (the one it is at counts as done), and 8
-    records are left. Early on, the estimates say more than that lower bound."""
+    """The estimates said 'slow' is typical (its task due by now), but its page said at 7.5 s, 6.5 s
+    after its launch, that it had reached 3 of its 10 records: it takes about 2.4 s a record (the one
+    it was at counted as half done, half a second taken off for the report's delay), and 7.5 records
+    were left then. Early on, the estimates say more."""
     run, speeds = run_of(["fast", "slow", "mid"]), Speeds()
     maps = cut_input(run, [10, 10, 10])
     work(run, maps[0], "fast", 1.0, 1.0)
     speeds.finished(run, maps[0])
     run.start(maps[1], "slow", now=1.0)
     run.running(maps[1], now=1.0)
-    assert time_left(speeds, run, maps[1], 7.0) == pytest.approx(-5.0)  # by the estimates: 1 s, overdue
-    maps[1].read = 2
-    assert own_pace(maps[1], 7.0) == pytest.approx(3.0)
-    assert time_left(speeds, run, maps[1], 7.0) == pytest.approx(24.0)
-    # A task whose page says nothing of its reading (a reduce, an input read as an array): estimates.
+    assert time_left(speeds, run, maps[1], 7.5) == pytest.approx(-5.5)  # by the estimates: 1 s, overdue
+    maps[1].read, maps[1].read_at = 3, 7.5
+    assert own_pace(maps[1]) == pytest.approx(2.4)
+    assert time_left(speeds, run, maps[1], 7.5) == pytest.approx(18.0)
+    assert time_left(speeds, run, maps[1], 9.5) == pytest.approx(16.0)  # two seconds on since it said so
+    maps[1].read, maps[1].read_at = 1, 1.1
     assert time_left(speeds, run, maps[1], 1.1) == pytest.approx(0.9)  # by the estimates: 1 s in all
+    # A task whose page says nothing of its reading (a reduce, an input read as an array): estimates.
     maps[1].read = 0
-    assert own_pace(maps[1], 7.0) is None
+    assert own_pace(maps[1]) is None

@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
 # A range is split only with more than this left (its input copied, a sandbox, an output of its own
-# cost a new task a few tenths of a second; and half of what is left goes).
-SPLIT_MIN_SECONDS = 1.0
+# cost a new task a few tenths of a second, and the rest of what is left goes).
+SPLIT_MIN_SECONDS = 0.5
 
 
 class Coordinator:

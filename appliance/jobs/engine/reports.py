@@ -76,6 +76,7 @@ class Reports:
         timeout); a heartbeat only says the task is busy, not hung (it is not stalled)."""
         clock = time.monotonic()
         read = min(message.read, task.work)  # the page's word: never more than it was given
+        task.read_at = clock  # it had reached no further by then
         moved = (message.emits, message.bytes, message.ticks, read) != (task.emits, task.bytes, task.ticks, task.read)
         if not moved and message.beats == task.beats:
             task.last_activity = clock
@@ -184,7 +185,10 @@ class Reports:
         task's attempt now, and its worker takes the rank, so the rank's next task starts at once."""
         task, away = backup.primary, backup.primary.worker_id or ""
         run.execution.abandon(task, TaskEvent.WORKER_LOST, "the worker disconnected; its stand-in finished first")
-        if winner.worker_id in run.seats.helpers or not run.execution.talking:
+        # Not a chunk the away browser took from another rank, nor when it holds another rank too: it
+        # stays away (its ranks wait for it, then go) instead of leaving the run with them.
+        holds_it = run.execution.places_of(away) == [(task.group, task.rank)]
+        if holds_it and (winner.worker_id in run.seats.helpers or not run.execution.talking):
             self.placement.hand_over(run, task, away, winner, f"which stood in for {away} (disconnected)")
         return task
 

@@ -127,7 +127,7 @@ class Speculation:
         if (whole := task_seconds(speeds, execution, task)) is None:
             return None
         mine, theirs = speeds.of(task.worker_id or ""), speeds.of(helper.worker_id)
-        if (pace := own_pace(task, clock)) is not None and task.work:
+        if (pace := own_pace(task)) and task.work:
             mine = whole / (pace * task.work)  # its speed on this task so far
         if theirs < OUTPACED_SPEEDUP * mine:
             return None
