@@ -525,7 +525,8 @@ class RunExecution(Stragglers, Agreement):
         """The tasks that start now, each with its worker: a free worker of the run takes its own rank's
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
-        the fastest workers first (``faster``: a worker's speed, higher is faster). A streaming
+        the fastest workers first (``faster``: a worker's speed, higher is faster), none under a third
+        of the run's fastest. A streaming
         reduce waiting for its input does not keep its worker: a worker holding two ranks runs the
         map whose output its own reduce waits for. A range claims the chunks it will cover; free
         workers left with nothing ask ranges to split (not those of workers ``away``; ``splits`` says
@@ -545,7 +546,9 @@ class RunExecution(Stragglers, Agreement):
                     continue
                 own.append((task, worker))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
-        free = {w: group for w, group in free.items() if w not in occupied}
+        # A browser under SHARE_CUTOFF of the run's fastest takes nothing of another rank's: it would end last.
+        fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
+        free = {w: group for w, group in free.items() if w not in occupied and faster(w) >= SHARE_CUTOFF * fastest}
         # Free workers with nothing of their own, per group, that a range taken now leaves chunks to.
         sharing = Counter(group.letter for group in free.values()) if self.ranged and not self.talking else Counter()
         for task, worker in own:

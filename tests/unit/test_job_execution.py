@@ -762,3 +762,19 @@ def test_a_checkpoint_keeps_what_each_range_covers():
     assert [again.task("A", 0, 1, c).state for c in range(4)] == ["done"] * 4
     again.lose_worker("w1")
     assert [again.task("A", 0, 1, c).state for c in range(4)] == ["waiting"] * 4
+
+
+def test_a_browser_far_slower_than_the_rest_takes_no_chunk_of_another_rank():
+    """Work stealing by a browser under a third of the run's fastest would make the stage end later:
+    it runs its own rank's chunks only, and leaves the others' to faster browsers."""
+    run = RunExecution(1, spec("map", "reduce", workers=3, chunks="auto"))
+    started(run, ["slow", "fast", "mid"])
+    finish(run, run_ready(run)[0], list(range(12)), holder="slow")
+    ranges = {t.rank: t for t in run_ready(run)}
+    assert run.split_at(ranges[1], 2)  # fast's range stops before its chunk 2: chunks 2 and 3 wait
+    finish(run, ranges[0], [0, 1, 2])
+    for reduce, worker in run.ready():  # slow starts its streaming reduce: it has nothing else of its own
+        run.start(reduce, worker)
+    assert [(t.rank, t.chunk, w) for t, w in run.ready()] == [(1, 2, "slow")]  # speeds not known: it takes them
+    speeds = {"slow": 0.2, "fast": 1.0, "mid": 0.9}
+    assert run.ready(speeds.get) == [] and run.take_splits() == []
