@@ -229,6 +229,9 @@ class TaskDone(Base, tag="task-done"):
     outputs: Annotated[list[TaskOutput], msgspec.Meta(max_length=4096)]
     emits: Count = 0
     cpu_ms: Count = 0
+    # A range that stopped early (task-split): the chunk it stopped before, as its task-split-at said
+    # (0: it ran what it was given). The appliance may have missed that answer (a restart).
+    stop: Count = 0
 
 
 class TaskFailed(Base, tag="task-failed"):

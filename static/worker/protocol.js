@@ -228,6 +228,7 @@ export const SOCKET_MESSAGES = {
       },
       emits: {type: 'int', ge: 0, optional: true, default: 0},
       cpuMs: {type: 'int', ge: 0, optional: true, default: 0},
+      stop: {type: 'int', ge: 0, optional: true, default: 0},
     },
     'task-failed': {
       taskId: {

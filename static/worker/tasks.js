@@ -299,7 +299,13 @@ export class TaskRunner {
     const range = task.range;
     const next = range.chunks.find(chunk => chunk >= before && chunk > range.entered && chunk < range.stop);
     if (Number.isInteger(before) && next !== undefined) range.stop = next;
-    this.send({type: 'task-split-at', taskId: task.id, chunk: range.stop});
+    this.splitAt(task, range.stop);
+  }
+
+  // Where a range stops, told now and again with its task-done (the appliance may miss the first: a restart).
+  splitAt(task, chunk) {
+    if (chunk > 0) task.stop = Math.min(task.stop ?? chunk, chunk);
+    this.send({type: 'task-split-at', taskId: task.id, chunk});
   }
 
   // The pieces of one more map of a streaming reduce (each map once), in the store now.
@@ -332,7 +338,7 @@ export class TaskRunner {
       case 'split-at':
         if (!Number.isInteger(m.chunk) || m.chunk < 0) return;
         if (task.range) task.range.stop = Math.min(task.range.stop, m.chunk);  // a split it heard before it iterated
-        this.send({type: 'task-split-at', taskId: task.id, chunk: m.chunk});
+        this.splitAt(task, m.chunk);
         break;
       case 'iterating':
         if (!task.range && Array.isArray(m.chunks) && m.chunks.length && m.chunks.every(isCount) && isCount(m.stop)) {
@@ -410,6 +416,7 @@ export class TaskRunner {
       const message = {
         type: 'task-done', taskId: task.id, outputs: task.outputs,
         emits: isCount(m.emits) ? m.emits : 0, cpuMs: isCount(m.cpuMs) ? m.cpuMs : 0,
+        ...(task.stop !== undefined ? {stop: task.stop} : {}),
       };
       if (JSON.stringify(message).length > MAX_MESSAGE_BYTES) {
         this.fail(task, `too many output blobs (${task.outputs.length}) to report in one message: flush less often`);

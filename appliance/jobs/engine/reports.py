@@ -195,6 +195,8 @@ class Reports:
     def _done(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskDone) -> None:
         if task.is_backup and task.primary.worker_id in run.seats.away:
             task = self._stood_in(run, task, worker)
+        if message.stop and not task.is_backup and task.chunk < message.stop < task.covers:
+            run.execution.split_at(task, message.stop)  # a split whose answer the appliance missed: the rest waits
         holders = set() if run.storage else {worker.worker_id}
         outputs = [
             Output(o.partition, o.sha256 or o.key or "", o.size, o.records, set(holders)) for o in message.outputs
