@@ -10,6 +10,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
+from appliance.jobs.execution import CHUNKS_PER_RANK
 from tests.browsers import Workers
 from tests.support import ADMIN_EMAIL, ADMIN_PASSWORD, Appliance
 
@@ -176,8 +177,11 @@ def test_the_stage_page_and_the_run_dialogs_capacity(admin: Page, appliance: App
     expect(admin.locator("#stage-records")).to_contain_text("4000")
     expect(admin.locator("#stage-spread tr[data-measure=records] td").nth(1)).to_have_text("2000")
     assert admin.locator("#stage-tasks-table tbody tr[data-state=done]").count() == 2
+    # Each browser that finished a task, with the chunks it ran: the two ranks' four chunks each, every
+    # rank's run as one task (a range).
+    expect(admin.locator("#stage-browsers thead")).to_contain_text("Chunks done")
     done = admin.locator("#stage-browsers tbody tr td:nth-child(2)").all_inner_texts()
-    assert sum(int(n) for n in done) == 2, done  # each browser that finished a task, with how many
+    assert sum(int(n) for n in done) == 2 * CHUNKS_PER_RANK, done
     at_each_width(admin, screens, "stage")
 
     # The run dialog says what the run would find, and again as its settings change.
