@@ -504,6 +504,9 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
 
                     # Failover: SIGKILL the leader with the whole fleet connected.
                     before = clients.stats()
+                    survivors = {"new leader": second.proc.pid, "redis": redis.proc.pid}
+                    survivors.update({f"edge{i + 1}": edge.proc.pid for i, edge in enumerate(edges)})
+                    cpu_kill = {name: cpu_seconds(pid) for name, pid in survivors.items()}
                     killed = time.monotonic()
                     first.kill()
                     took_leader = wait_for(lambda: leader_status(second.url) == 200, 120, 0.05)
@@ -520,6 +523,7 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                         except TimeoutError:
                             print(f"NOT all back within {args.connect_timeout:.0f} s: {workers_in_fleet(second.url)}")
                         took_fleet = time.monotonic() - killed
+                        failover_cpu = {name: cpu_seconds(pid) - cpu_kill[name] for name, pid in survivors.items()}
                         after = clients.stats()
                     foreign["failover"] = f.cores
                     print(
@@ -529,6 +533,10 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                         f"reconnects {after['reconnects'] - before['reconnects']}, closes {after['closes']}, "
                         f"the last welcome {after['last_welcome'] - (time.time() - (time.monotonic() - killed)):.2f} s "
                         f"after the kill"
+                    )
+                    print(
+                        "  CPU ms a worker from the SIGKILL until every worker was back: "
+                        + ", ".join(f"{n} {s * 1000 / args.workers:.3f}" for n, s in failover_cpu.items())
                     )
                     print(
                         f"  target < 10 s -> leader {'met' if took_leader < 10 else 'NOT met'}, "
