@@ -132,20 +132,22 @@ class EdgeLink:
     def send(self, edge: str, message: e.Down) -> None:
         self.outbox.put(self.channels.down(edge), message)
 
-    # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process). Each
-    # goes alone: a page may hear of a peer's addresses (a signal) only after the relays may reach them.
+    # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process). An
+    # announcement goes alone: a page may hear of a peer's addresses (a signal) only after the relays
+    # may reach them. A worker's stay and leave keep their order on the turn channel, and may go
+    # sooner than what was queued before them on others (a leave only starts its grace): they join,
+    # so a fleet saying hello to a new leader is not one Redis message a hello for every edge.
 
     def candidates_announced(self, event: CandidatesAnnounced) -> None:
-        self._turn(e.TurnPeers("announce", event.worker.worker_id, event.addresses))
+        self.outbox.put(
+            self.channels.turn, e.TurnPeers("announce", event.worker.worker_id, event.addresses), alone=True
+        )
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        self._turn(e.TurnPeers("stay", event.worker.worker_id))
+        self.outbox.put(self.channels.turn, e.TurnPeers("stay", event.worker.worker_id))
 
     def worker_left(self, event: WorkerLeft) -> None:
-        self._turn(e.TurnPeers("leave", event.worker.worker_id))
-
-    def _turn(self, peers: e.TurnPeers) -> None:
-        self.outbox.put(self.channels.turn, peers, alone=True)
+        self.outbox.put(self.channels.turn, e.TurnPeers("leave", event.worker.worker_id))
 
     async def _up(self, _channel: str, payload: bytes) -> None:
         try:
