@@ -537,6 +537,7 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                     print(
                         "  CPU ms a worker from the SIGKILL until every worker was back: "
                         + ", ".join(f"{n} {s * 1000 / args.workers:.3f}" for n, s in failover_cpu.items())
+                        + f", client processes {(after['cpu'] - before['cpu']) * 1000 / args.workers:.3f}"
                     )
                     print(
                         f"  target < 10 s -> leader {'met' if took_leader < 10 else 'NOT met'}, "
