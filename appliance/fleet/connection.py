@@ -149,8 +149,11 @@ class Session:
 
     async def _read(self) -> None:
         while True:
-            timeout = HELLO_TIMEOUT if self.worker is None else None
-            event = await asyncio.wait_for(self.socket.receive(), timeout)
+            if self.worker is None:
+                async with asyncio.timeout(HELLO_TIMEOUT):  # no task of its own, as wait_for makes
+                    event = await self.socket.receive()
+            else:
+                event = await self.socket.receive()
             if event["type"] == "websocket.disconnect":
                 return
             raw = event.get("text")
