@@ -42,7 +42,6 @@ from bench.wordcount import Foreign, idle_share  # noqa: E402
 from tests.browsers import LoneChromium, Throttle, Workers, launch  # noqa: E402
 from tests.e2e.test_jobs_in_browsers import CorpusServer  # noqa: E402
 from tests.e2e.test_stragglers_in_browsers import (  # noqa: E402
-    PARTS,
     all_idle,
     ended,
     job_script,
@@ -56,7 +55,7 @@ from tests.e2e.test_stragglers_in_browsers import (  # noqa: E402
 from tests.support import ADMIN_EMAIL, Appliance  # noqa: E402
 
 STALL_SECONDS = 8
-LINES_PER_PART = 3000
+LINES = 12_000  # the corpus: 16 files of 750 lines (--chunks auto) or 4 of 3,000 (--chunks rank)
 ROUNDS = 4000
 RATE = 10
 CASES = {
@@ -74,12 +73,13 @@ class Bench:
     ):
         self.api, self.appliance, self.steady, self.lone, self.lone_tabs = api, appliance, steady, lone, lone_tabs
 
-    def timed(self, case: str, urls: list[str], expected: dict) -> dict:
+    def timed(self, case: str, urls: list[str], expected: dict, chunks: str) -> dict:
         tabs = self.steady.tabs + self.lone_tabs.tabs
         all_idle(self.api, tabs, timeout=120)
         tab = self.lone_tabs.tabs[0]
         lone_worker = worker_id(tab)
-        script = job_script(urls, rounds=ROUNDS, speculation=case != "throttled-off", timeout=900)
+        speculation, chunks_asked = case != "throttled-off", None if chunks == "auto" else chunks
+        script = job_script(urls, rounds=ROUNDS, speculation=speculation, timeout=900, chunks=chunks_asked)
         throttle = Throttle(tab, rate=RATE) if case.startswith("throttled") else None
         spare = None
         if case == "throttled-spare":
@@ -157,18 +157,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run of each case instead of three")
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="the cases to run")
+    parser.add_argument(
+        "--chunks",
+        choices=["auto", "rank"],
+        default="auto",
+        help="the map's chunks: auto (16 files, ranges split on demand) or rank (4 files, one task a rank)",
+    )
     args = parser.parse_args()
     repeats = 1 if args.quick else 3
     idle = idle_share()
 
-    texts = make_corpus(seed=23, parts=PARTS, lines=LINES_PER_PART)
+    parts = 16 if args.chunks == "auto" else 4
+    texts = make_corpus(seed=23, parts=parts, lines=LINES // parts)
     expected = dict(Counter(w for t in texts for w in t.split()))
     server = CorpusServer({f"/part-{i}.txt": t.encode() for i, t in enumerate(texts)})
-    urls = [f"{server.origin}/part-{i}.txt" for i in range(PARTS)]
+    urls = [f"{server.origin}/part-{i}.txt" for i in range(parts)]
     words = sum(len(t.split()) for t in texts)
     print(
-        f"corpus: {sum(len(t) for t in texts) / 1e6:.1f} MB, {words / 1e3:.0f} k words in {PARTS} files; "
-        f"map: each word hashed {ROUNDS} times",
+        f"corpus: {sum(len(t) for t in texts) / 1e6:.1f} MB, {words / 1e3:.0f} k words in {parts} files; "
+        f"map: each word hashed {ROUNDS} times; map.chunks {args.chunks!r}",
         flush=True,
     )
     results: dict[str, list[dict]] = {case: [] for case in CASES}
@@ -196,7 +203,7 @@ def main() -> None:
                     bench = Bench(api, appliance, steady, lone, lone_tabs)
                     for repeat in range(repeats):
                         for case in args.cases:
-                            result = bench.timed(case, urls, expected)
+                            result = bench.timed(case, urls, expected, args.chunks)
                             results[case].append(result)
                             print(
                                 f"  run {repeat + 1} {case:14} {result['seconds']:6.1f} s  "

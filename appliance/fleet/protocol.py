@@ -183,6 +183,7 @@ class TaskProgress(Base, tag="task-progress"):
     bytes: Count = 0
     ticks: Count = 0  # context.progress() calls
     beats: Count = 0  # the sandbox's heartbeats: the task's event loop turns (it is busy, not hung)
+    read: Count = 0  # the input records its job has reached (a map reading them with for await...of)
 
 
 class LogLine(msgspec.Struct):
@@ -228,6 +229,9 @@ class TaskDone(Base, tag="task-done"):
     outputs: Annotated[list[TaskOutput], msgspec.Meta(max_length=4096)]
     emits: Count = 0
     cpu_ms: Count = 0
+    # A range that stopped early (task-split): the chunk it stopped before, as its task-split-at said
+    # (0: it ran what it was given). The appliance may have missed that answer (a restart).
+    stop: Count = 0
 
 
 class TaskFailed(Base, tag="task-failed"):

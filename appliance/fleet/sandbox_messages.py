@@ -153,6 +153,14 @@ class PutUrl(UploadAnswer, tag="put-url"):
     """The answer to need-put-url: a presigned PUT for the output (url, key), or why not (error)."""
 
 
+class Entered(Message, tag="entered"):
+    """The answer to enter: whether the range's job may go on into the chunk (not once the page stopped
+    the range before it: a split)."""
+
+    id: int
+    ok: bool
+
+
 class PeerSent(Message, tag="peer-sent"):
     """The answer to peer-send: sent, or why not (error)."""
 
@@ -224,6 +232,7 @@ class Progress(Message, tag="progress"):
     bytes: protocol.Count
     ticks: protocol.Count
     beats: protocol.Count = 0  # the sandbox's heartbeat: its event loop turns (busy, not hung)
+    read: protocol.Count = 0  # the input records the job has reached (a map reading them with for await...of)
 
 
 class WorkerTimeout(Message, tag="worker-timeout"):
@@ -236,6 +245,22 @@ class SplitAt(Message, tag="split-at"):
     """Where the range stops: before this chunk (relayed in task-split-at; its range's end when it could
     not stop early, 0 when the task is not a range)."""
 
+    chunk: _as_in(protocol.TaskSplitAt, "chunk")
+
+
+class Iterating(Message, tag="iterating"):
+    """A range's job reads its input with for await...of (and had not read it otherwise): from now on
+    it goes into each next chunk only with the page's leave (enter), so the page answers task-split
+    itself, at once, even while the job computes without awaiting."""
+
+    chunks: Annotated[list[_as_in(protocol.TaskSplitAt, "chunk")], msgspec.Meta(max_length=4096)]
+    stop: _as_in(protocol.TaskSplitAt, "chunk")  # the range's end: the chunk after its last
+
+
+class Enter(Message, tag="enter"):
+    """May the range's job go on into this chunk? (answered with entered)."""
+
+    id: int
     chunk: _as_in(protocol.TaskSplitAt, "chunk")
 
 
@@ -322,6 +347,7 @@ CHANNELS = {
     "pageToSandbox": Run
     | Input
     | Split
+    | Entered
     | Load
     | PutUrl
     | PeerSent
@@ -336,6 +362,8 @@ CHANNELS = {
         | Progress
         | WorkerTimeout
         | SplitAt
+        | Iterating
+        | Enter
         | NeedPutUrl
         | Output
         | Done

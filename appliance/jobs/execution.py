@@ -27,8 +27,10 @@ reads only task r's output, so it can start as soon as that one task is done).
 
 from __future__ import annotations
 
+import math
 import string
 import time
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
@@ -112,6 +114,8 @@ class Try:
     cpu_ms: int = 0
     ticks: int = 0  # context.progress() calls
     beats: int = 0  # the sandbox's heartbeats (its event loop turns)
+    read: int = 0  # the input records its job has reached, as its page last said (at most ``work``)
+    read_at: float = 0.0  # when its page last said so
     # When its progress (emits, bytes written, ticks) last moved, and whether it is stalled now.
     progressed_at: float = 0.0
     stalled: bool = False
@@ -148,6 +152,8 @@ class Task(Try):
     # A split asked of its current attempt: SPLIT_ASKED until its page answers; SPLIT_DECLINED when
     # its page could not (its job read its input as an array, or was in its range's last chunk).
     split: int = 0
+    # The most chunks its range may cover when it starts (0: all it finds), as ready() shared them out.
+    span: int = 0
 
     primary = None  # a task races no one: Attempt.primary names the task an extra attempt races
     is_backup = False
@@ -212,6 +218,7 @@ class AttemptRecord:
     error: str = ""
     chunk: int = 0
     ticks: int = 0  # its context.progress() calls
+    chunks: int = 1  # the chunks it ran: a range's from ``chunk`` on
 
     @property
     def state(self) -> str:
@@ -513,20 +520,22 @@ class RunExecution(Stragglers, Agreement):
         self,
         faster: Callable[[str], float] = lambda worker_id: 0.0,
         away: Collection[str] = (),
-        worth_splitting: Callable[[Task], bool] = lambda task: True,
+        splits: Callable[[Task], tuple[float, float] | None] = lambda task: (math.inf, 0.5),
     ) -> list[tuple[Task, str]]:
         """The tasks that start now, each with its worker: a free worker of the run takes its own rank's
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
-        the fastest workers first (``faster``: a worker's speed, higher is faster). A streaming
+        the fastest workers first (``faster``: a worker's speed, higher is faster), none under a third
+        of the run's fastest. A streaming
         reduce waiting for its input does not keep its worker: a worker holding two ranks runs the
         map whose output its own reduce waits for. A range claims the chunks it will cover; free
-        workers left with nothing ask ranges to split (not those of workers ``away``, nor those not
-        ``worth_splitting``)."""
+        workers left with nothing ask ranges to split (not those of workers ``away``; ``splits`` says
+        how much a range has left and what share of its chunks it keeps, or None: too little left)."""
         found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         taken: set[Task] = set()
         free: dict[str, Group] = {}  # a free worker with nothing of its own -> its group
+        own: list[tuple[Task, str]] = []
         for group in self.groups.values():
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied:
@@ -535,45 +544,69 @@ class RunExecution(Stragglers, Agreement):
                 if task is None:
                     free.setdefault(worker, group)
                     continue
-                found.append((task, worker))
-                taken.update(self._range_of(task))
+                own.append((task, worker))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
+        # A browser under SHARE_CUTOFF of the run's fastest takes nothing of another rank's: it would end last.
+        fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
+        free = {w: group for w, group in free.items() if w not in occupied and faster(w) >= SHARE_CUTOFF * fastest}
+        # Free workers with nothing of their own, per group, that a range taken now leaves chunks to.
+        sharing = Counter(group.letter for group in free.values()) if self.ranged and not self.talking else Counter()
+        for task, worker in own:
+            self._share(task, sharing[task.group])
+            found.append((task, worker))
+            taken.update(self._range_of(task))
         if self.talking:
             return found  # each rank's tasks run on its own worker, which its peers message
         idle: dict[str, int] = {}  # group -> its free workers left with nothing to take
-        for worker in sorted((w for w in free if w not in occupied), key=faster, reverse=True):
+        for worker in sorted(free, key=faster, reverse=True):
+            letter = free[worker].letter
             task = self._to_take(free[worker], taken)
             if task is None:
-                idle[free[worker].letter] = idle.get(free[worker].letter, 0) + 1
+                idle[letter] = idle.get(letter, 0) + 1
                 continue
+            sharing[letter] -= 1
+            self._share(task, sharing[letter])
             found.append((task, worker))
             taken.update(self._range_of(task))
             occupied.add(worker)
         if self.ranged:
             for letter, count in idle.items():
-                self._ask_splits(letter, count, away, worth_splitting)
+                self._ask_splits(letter, count, away, splits)
         return found
 
     def _ask_splits(
-        self, letter: str, idle: int, away: Collection[str], worth_splitting: Callable[[Task], bool]
+        self,
+        letter: str,
+        idle: int,
+        away: Collection[str],
+        splits: Callable[[Task], tuple[float, float] | None],
     ) -> None:
         """``idle`` free workers of the group have nothing to take: as many of its running ranges (those
-        with the most chunks, none racing a backup) are asked to stop halfway, counting those asked
-        already and not answered yet."""
+        with the most time left, none racing a backup) are asked to stop after their share of their
+        chunks (half, unless slower than a typical browser), counting those asked already and not
+        answered yet."""
         asked = 0
         ranges = []
         for t in self.active:
             if isinstance(t, Task) and t.group == letter and t.state == "running" and t.worker_id not in away:
                 asked += t.split == SPLIT_ASKED
-                if t.covers - t.chunk >= 2 and not t.split and t not in self.backups and worth_splitting(t):
-                    ranges.append(t)
-        for task in sorted(ranges, key=lambda t: t.covers - t.chunk, reverse=True)[: max(idle - asked, 0)]:
+                if t.covers - t.chunk >= 2 and not t.split and t not in self.backups and (how := splits(t)):
+                    ranges.append((how, t))
+        ranges.sort(key=lambda r: (r[0][0], r[1].covers - r[1].chunk), reverse=True)
+        for (_, keep), task in ranges[: max(idle - asked, 0)]:
             task.split = SPLIT_ASKED
-            self.splits.append((task.id, task.worker_id or "", task.chunk + (task.covers - task.chunk + 1) // 2))
+            chunks = task.covers - task.chunk
+            before = task.chunk + min(chunks - 1, max(1, round(chunks * keep)))
+            self.splits.append((task.id, task.worker_id or "", before))
 
     def take_splits(self) -> list[tuple[str, str, int]]:
         splits, self.splits = self.splits, []
         return splits
+
+    def splittable(self, task: Try) -> bool:
+        """A running range with chunks after the one it started at, whose page has not declined to
+        split: a slow one is split for free workers rather than raced whole by a backup."""
+        return self.ranged and task.covers - task.chunk >= 2 and getattr(task, "split", 0) != SPLIT_DECLINED
 
     def split_at(self, task: Task, chunk: int) -> bool:
         """The page of a range asked to split stops before ``chunk``: the chunks from there on wait for
@@ -596,13 +629,22 @@ class RunExecution(Stragglers, Agreement):
         tasks = self.groups[task.group].tasks
         return [tasks[(task.stage, task.rank, c)] for c in range(task.chunk + 1, task.covers)]
 
+    def _share(self, task: Task, others: int) -> None:
+        """A range taken while ``others`` free workers of its group have nothing to take covers its
+        share of the waiting chunks only, so they take the rest in the same round instead of waiting
+        to split it (a page answers a split only between its chunks)."""
+        if others > 0 and (waiting := len(self._range_of(task))) > 1:
+            task.span = -(-waiting // (others + 1))
+
     def _range_of(self, task: Task) -> list[Task]:
         """The task and the chunks it would cover if it started now: its rank's waiting chunks after
-        its own, up to one that is not (just the task when it is no range)."""
+        its own, up to one that is not, or its share (``span``) when free workers take the rest; just
+        the task when it is no range."""
         if not self.ranged or task.stage != 0 or task.is_backup:
             return [task]
         tasks, found = self.groups[task.group].tasks, [task]
-        for chunk in range(task.chunk + 1, self.chunks[0]):
+        end = task.chunk + task.span if task.span else self.chunks[0]
+        for chunk in range(task.chunk + 1, min(end, self.chunks[0])):
             if (t := tasks[(0, task.rank, chunk)]).state != "waiting" or t.covered_by is not None:
                 break
             found.append(t)
@@ -613,7 +655,7 @@ class RunExecution(Stragglers, Agreement):
         covered = self._range_of(task)[1:]
         for t in covered:
             t.covered_by = task
-        task.covers = task.chunk + 1 + len(covered)
+        task.covers, task.span = task.chunk + 1 + len(covered), 0
 
     def _uncover(self, task: Task) -> None:
         """A range runs again: the chunks it covered wait again (those it ran are done no longer)."""
@@ -690,7 +732,8 @@ class RunExecution(Stragglers, Agreement):
         now = time.monotonic() if now is None else now
         task.worker_id = worker_id
         task.started = task.last_activity = task.progressed_at = now
-        task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = 0
+        task.emits = task.bytes = task.cpu_ms = task.ticks = task.beats = task.read = 0
+        task.read_at = 0.0
         task.outputs = []
         self.active.add(task)
         self._cover(task)
@@ -888,6 +931,7 @@ class RunExecution(Stragglers, Agreement):
                 error,
                 task.chunk,
                 task.ticks,
+                max(task.covers - task.chunk, 1),
             )
         )
 
@@ -955,7 +999,8 @@ class RunExecution(Stragglers, Agreement):
             backup.progressed_at,
         )
         task.emits, task.bytes, task.ticks, task.beats = backup.emits, backup.bytes, backup.ticks, backup.beats
-        task.stalled = backup.stalled
+        task.launched, task.work, task.stalled = backup.launched, backup.work, backup.stalled
+        task.read, task.read_at = backup.read, backup.read_at
 
     def recompute_lost(self) -> list[Task]:
         """Run again every done task whose output no live worker holds while something still needs it.

@@ -393,6 +393,7 @@ class TaskInfo(msgspec.Struct, frozen=True):
     error: str
     gpu_adapter: str = ""
     chunk: int = 0
+    chunks: int = 1  # a range's chunks from ``chunk`` on
 
 
 async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
@@ -415,6 +416,7 @@ async def run_tasks(actor: Actor, run_id: int) -> list[TaskInfo]:
             r["error"],
             r["gpu_adapter"],
             r["chunk"],
+            r["chunks"],
         )
         for r in rows
     ]

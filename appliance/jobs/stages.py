@@ -50,11 +50,13 @@ class TaskLine:
     bytes: int
     error: str = ""
     skew: str = ""  # "slow", "records" or "": why it stands out
+    chunks: int = 1  # the chunks the attempt ran or runs: a range's from ``chunk`` on
 
 
 @dataclass(frozen=True)
 class Browser:
-    """What one browser did in the stage: the tasks (chunks) it finished and the time they took."""
+    """What one browser did in the stage: the chunks its finished tasks ran (a range runs several;
+    one a task where the stage is not split) and the time they took."""
 
     worker_id: str
     done: int
@@ -133,6 +135,7 @@ class _Attempt:
     bytes: int
     error: str = ""
     ticks: int = 0  # context.progress() calls (live runs only: task rows do not keep them)
+    chunks: int = 1  # a range's chunks from ``chunk`` on
 
 
 def kind_of(spec: JobSpec, stage: int) -> str:
@@ -143,7 +146,18 @@ def live_attempts(execution, group: str, stage: int) -> list[_Attempt]:
     """The stage's attempts in a running run (monotonic seconds)."""
     attempts = [
         _Attempt(
-            a.rank, a.chunk, a.attempt, a.worker_id, a.state, a.started, a.finished, a.emits, a.bytes, a.error, a.ticks
+            a.rank,
+            a.chunk,
+            a.attempt,
+            a.worker_id,
+            a.state,
+            a.started,
+            a.finished,
+            a.emits,
+            a.bytes,
+            a.error,
+            a.ticks,
+            a.chunks,
         )
         for a in execution.history
         if a.group == group and a.stage == stage
@@ -162,6 +176,7 @@ def live_attempts(execution, group: str, stage: int) -> list[_Attempt]:
                     task.emits,
                     task.bytes,
                     ticks=task.ticks,
+                    chunks=max(task.covers - task.chunk, 1),
                 )
             )
     return attempts
@@ -199,6 +214,7 @@ def finished_attempts(tasks: list[TaskInfo], group: str, stage: int) -> tuple[li
             t.emits,
             t.bytes_out,
             t.error,
+            chunks=t.chunks,
         )
         for t in chosen
     ], max(ends, default=0.0)
@@ -218,11 +234,16 @@ def build(
     expected: Typical | None = None,
 ) -> Stage:
     """The stage of the tasks at ``places`` (rank, chunk) from their attempts; ``now`` on the attempts'
-    time scale; ``expected`` the typical task until one of the stage's own has finished."""
-    size = len(places)
+    time scale; ``expected`` the typical task until one of the stage's own has finished. A chunk that a
+    range runs (or ran) is that range's task, not one of its own."""
     by_place: dict[tuple[int, int], list[_Attempt]] = {}
     for a in sorted(attempts, key=lambda a: (a.rank, a.chunk, a.attempt, a.start)):
         by_place.setdefault((a.rank, a.chunk), []).append(a)
+    ranged = {
+        (a.rank, c) for a in attempts if a.state in ("running", "done") for c in range(a.chunk + 1, a.chunk + a.chunks)
+    }
+    places = [place for place in places if place not in ranged or place in by_place]
+    size = len(places)
     done = {
         place: next(a for a in tried if a.state == "done")
         for place, tried in by_place.items()
@@ -267,6 +288,7 @@ def build(
                     bytes=a.bytes,
                     error=a.error,
                     skew=skew(a),
+                    chunks=a.chunks,
                 )
             )
         if not tried:
@@ -300,18 +322,20 @@ def build(
         eta=eta,
         spreads=spreads,
         basis_run=typical.run_id if typical is not None and not ended else None,
-        chunked=any(chunk for _, chunk in places),
+        chunked=any(chunk for _, chunk in places) or any(a.chunks > 1 for a in attempts),
         browsers=_browsers(done.values()),
     )
 
 
 def _browsers(done) -> list[Browser]:
-    """Per browser, the stage's tasks it finished and their time: most first."""
-    tasks: dict[str, list[float]] = {}
+    """Per browser, the chunks its finished tasks ran and their time: most first."""
+    chunks: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     for a in done:
-        tasks.setdefault(a.worker_id, []).append(a.end - a.start)
+        chunks[a.worker_id] = chunks.get(a.worker_id, 0) + a.chunks
+        seconds[a.worker_id] = seconds.get(a.worker_id, 0.0) + a.end - a.start
     return sorted(
-        (Browser(worker, len(times), sum(times)) for worker, times in tasks.items()),
+        (Browser(worker, n, seconds[worker]) for worker, n in chunks.items()),
         key=lambda b: (-b.done, b.worker_id),
     )
 

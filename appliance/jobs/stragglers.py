@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Stragglers:
     backups: dict[Task, Task]
     unspeculated: set[int]
     outrun: set[str]
+    splittable: Callable[[Task], bool]
 
     def newly_stalled(self, stall_seconds: float, now: float | None = None) -> list[Task]:
         """Running attempts whose progress has not moved for ``stall_seconds``, not marked stalled yet."""
@@ -69,6 +71,8 @@ class Stragglers:
         now = time.monotonic() if now is None else now
         if task.stalled:
             return "stalled"
+        if self.splittable(task):
+            return None  # slow or not, free workers take the chunks it has not reached (task-split)
         if task.worker_id in self.outrun:
             return "known to be slow (a backup attempt outran it earlier in this run)"
         if lagging := self._lagging(task, now):

@@ -46,6 +46,8 @@ class RunTask(Table, tablename="jobs_task"):
     rank = Integer()
     # Which of the rank's chunks (a map stage split into chunks: execution.py); 0 otherwise.
     chunk = Integer(default=0)
+    # How many chunks the attempt ran: a range's from ``chunk`` on (execution.py), 1 otherwise.
+    chunks = Integer(default=1)
     attempt = Integer(default=0)
     worker_id = Varchar(length=64, index=True)  # the runs a worker served (Workers view)
     worker_account = Integer(null=True, default=None, index=True)

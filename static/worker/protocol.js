@@ -157,6 +157,7 @@ export const SOCKET_MESSAGES = {
       bytes: {type: 'int', ge: 0, optional: true, default: 0},
       ticks: {type: 'int', ge: 0, optional: true, default: 0},
       beats: {type: 'int', ge: 0, optional: true, default: 0},
+      read: {type: 'int', ge: 0, optional: true, default: 0},
     },
     'task-log': {
       taskId: {
@@ -227,6 +228,7 @@ export const SOCKET_MESSAGES = {
       },
       emits: {type: 'int', ge: 0, optional: true, default: 0},
       cpuMs: {type: 'int', ge: 0, optional: true, default: 0},
+      stop: {type: 'int', ge: 0, optional: true, default: 0},
     },
     'task-failed': {
       taskId: {
@@ -551,6 +553,9 @@ export const SANDBOX_MESSAGES = {
     },
     // A range's task stops before chunk `before` or later (the appliance's task-split).
     split: {taskId: {type: 'str', required: true}, before: {type: 'int', required: true}},
+    // The answer to enter: whether the range's job may go on into the chunk (not once the page stopped the range before
+    // it: a split).
+    entered: {id: {type: 'int', required: true}, ok: {type: 'bool', required: true}},
     // A warm sandbox takes on a run: evaluate the run's sandbox script (its URL, its text, and the texts of the
     // appliance's scripts it imports).
     load: {
@@ -618,12 +623,22 @@ export const SANDBOX_MESSAGES = {
       bytes: {type: 'int', ge: 0, required: true},
       ticks: {type: 'int', ge: 0, required: true},
       beats: {type: 'int', ge: 0, optional: true, default: 0},
+      read: {type: 'int', ge: 0, optional: true, default: 0},
     },
     // context.setWorkerTimeout(seconds) (relayed in task-worker-timeout).
     'worker-timeout': {seconds: {type: 'float', gt: 0, le: 604800, required: true}},
     // Where the range stops: before this chunk (relayed in task-split-at; its range's end when it could not stop early,
     // 0 when the task is not a range).
     'split-at': {chunk: {type: 'int', ge: 0, lt: 8192, required: true}},
+    // A range's job reads its input with for await...of (and had not read it otherwise): from now on it goes into each
+    // next chunk only with the page's leave (enter), so the page answers task-split itself, at once, even while the job
+    // computes without awaiting.
+    iterating: {
+      chunks: {type: 'list', items: {type: 'int', ge: 0, lt: 8192}, maxLength: 4096, required: true},
+      stop: {type: 'int', ge: 0, lt: 8192, required: true},
+    },
+    // May the range's job go on into this chunk? (answered with entered).
+    enter: {id: {type: 'int', required: true}, chunk: {type: 'int', ge: 0, lt: 8192, required: true}},
     // An s3 run's output needs a presigned PUT for its partition (the page asks with task-put-url).
     'need-put-url': {id: {type: 'int', required: true}, partition: {type: 'int', ge: 0, lt: 8192, required: true}},
     // One output blob of a partition: its bytes, which the page stores (pmrfs), or the key it was PUT under (s3).

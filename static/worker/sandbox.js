@@ -363,7 +363,8 @@
     }
     task.lastProgress = clock();
     if (!task.ended) {
-      post({type: 'progress', emits: task.emits, bytes: task.flushedBytes + task.buffered, ticks: task.ticks, beats: task.beats});
+      const bytes = task.flushedBytes + task.buffered;
+      post({type: 'progress', emits: task.emits, bytes, ticks: task.ticks, beats: task.beats, read: task.read});
     }
   }
 
@@ -855,16 +856,28 @@
       task.range = null;
       if (task.splitBefore !== undefined) split(task.splitBefore);  // asked while its input was read
       Object.defineProperty(records, Symbol.asyncIterator, {
-        value: async function* () { for (let i = 0; i < records.length; i++) yield records[i]; },
+        value: async function* () {
+          for (let i = 0; i < records.length; i++) {
+            reached(i);
+            yield records[i];
+          }
+        },
       });
       return records;
     }
     const stop = specs.reduce((end, input) => Math.max(end, (input.chunk ?? -1) + 1), 0);  // the range's end
-    const range = task.range = {records, starts, end: records.length, stop, at: -1, whole: false};
+    // all: once the job iterates (gated), every record, while records (what x shows) holds those of
+    // the chunks it was let into.
+    const range = task.range = {records, starts, end: records.length, stop, at: -1, whole: false, gated: false, all: null};
+    const firsts = new Set(starts.slice(1).map(([, first]) => first));
     const iterate = async function* () {
-      for (let i = 0; i < range.end; i++) {
+      if (!range.whole && !range.gated) gate(range);
+      for (let i = 0; ; i++) {
+        if (firsts.has(i) && !await enter(range, i)) return;
+        if (i >= range.end) return;
         range.at = i;
-        yield records[i];
+        reached(i);
+        yield (range.all ?? records)[i];
       }
     };
     if (task.splitBefore !== undefined) split(task.splitBefore);  // asked while its input was read
@@ -882,6 +895,41 @@
     });
   }
 
+  // A range's job iterates (and had not read x otherwise): from now on it goes into each next chunk
+  // only with the page's leave, so the page answers a task-split itself, at once, however long the
+  // job computes without awaiting. x then shows the records of the chunks it was let into.
+  function gate(range) {
+    range.gated = true;
+    range.all = range.records.slice();
+    range.records.length = range.starts[1]?.[1] ?? range.end;
+    post({type: 'iterating', chunks: range.starts.map(([chunk]) => chunk), stop: range.stop});
+  }
+
+  // Record i begins a chunk: a gated range asks the page whether it may go on (no: the page stopped
+  // it there, a split); the records of a chunk it enters join what x shows.
+  async function enter(range, i) {
+    const at = range.starts.findIndex(([, first]) => first === i);
+    if (!range.gated || at < 0) return true;
+    const {reply} = request({type: 'enter', chunk: range.starts[at][0]});
+    if ((await reply).ok !== true) {
+      range.stop = range.starts[at][0];
+      range.end = i;
+      range.starts = range.starts.slice(0, at);
+      return false;
+    }
+    const next = range.starts[at + 1]?.[1] ?? range.end;
+    for (let j = range.records.length; j < next; j++) range.records.push(range.all[j]);  // x is their prefix
+    return true;
+  }
+
+  // The job's for await...of reached record i: the engine reckons a task's time left from how many
+  // records it has reached in how long (it splits and backs up by it). The first goes with the next
+  // report, so that a short task's first one still carries its emits.
+  function reached(i) {
+    task.read = i + 1;
+    if (i > 0) progress();
+  }
+
   // task-split: the range stops before chunk `before`, or the first chunk after the one the job is
   // at, whichever is later; it says where (the end of its range when it cannot stop early). Asked
   // while its input is read, it answers once that is done (mapInput).
@@ -897,7 +945,8 @@
       range.stop = range.starts[next][0];
       range.end = range.starts[next][1];
       range.starts = range.starts.slice(0, next);
-      range.records.length = range.end;  // however the job goes on to read x, it sees the range's records only
+      // However the job goes on to read x, it sees the range's records only (gated: x holds no more).
+      if (!range.gated) range.records.length = range.end;
     }
     post({type: 'split-at', chunk: range.stop});
   }
@@ -1020,7 +1069,7 @@
     const problem = task ? globalsAsFirst() : '';
     if (!task) firstGlobals = new Map(Reflect.ownKeys(scope).map(key => [key, Object.getOwnPropertyDescriptor(scope, key)]));
     task = {
-      spec, started: clock(), emits: 0, ticks: 0, beats: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
+      spec, started: clock(), emits: 0, ticks: 0, beats: 0, read: 0, buffered: 0, flushedBytes: 0, encoders: new Map(),
       // Output that feeds a reduce in the shuffle format is grouped by key as it is emitted.
       grouping: spec.partitioning === 'hash' && spec.outputContentType === shuffle.TYPE, groups: shuffle.groups(), groupCount: 0,
       delivered: Promise.resolve(), completed: false, ended: false, finishing: null,
@@ -1039,7 +1088,7 @@
     else run(inputs).catch(fail);
   }
 
-  const REPLIES = new Set(['put-url', 'peer-sent', 'peer-put-url', 'peer-message', 'ps-reply']);
+  const REPLIES = new Set(['put-url', 'peer-sent', 'peer-put-url', 'peer-message', 'ps-reply', 'entered']);
 
   function fromPage(event) {
     const message = apply(eventData, event, []);

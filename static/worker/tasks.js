@@ -204,11 +204,15 @@ export class TaskRunner {
         this.end(this.tasks.get(message.taskId));
         return true;
       case 'task-split': {
-        // A range stops early (the sandbox says where: task-split-at); once its sandbox runs it.
+        // A range stops early: the page says where at once when the job iterates (it lets the job
+        // into each chunk); otherwise its sandbox does, once it runs the task.
         const task = this.tasks.get(message.taskId);
-        task?.fed.then(() => {
-          if (!task.ended && task.worker) task.worker.postMessage({type: 'split', taskId: task.id, before: message.before});
-        });
+        if (task?.range && !task.ended) this.split(task, message.before);
+        else {
+          task?.fed.then(() => {
+            if (!task.ended && task.worker) task.worker.postMessage({type: 'split', taskId: task.id, before: message.before});
+          });
+        }
         return true;
       }
       case 'task-put-url-reply': this.putUrlReply(message); return true;
@@ -246,6 +250,7 @@ export class TaskRunner {
       logs: [], logBytes: 0, logLines: 0, logTimer: null,
       progress: null, progressAt: 0, progressTimer: null, sentProgress: '', started: performance.now(),
       awaiting: new Set(Array.isArray(spec.awaiting) ? spec.awaiting : []), fed: null,
+      range: null,  // a range whose job iterates: {chunks, stop, entered} (the page lets it into each chunk)
     };
     this.tasks.set(task.id, task);
     if (this.tasks.size === 1) this.onBusy(true);
@@ -287,6 +292,22 @@ export class TaskRunner {
     }
   }
 
+  // task-split of a range whose job iterates: it stops before the first of its chunks at or after
+  // `before` that it has not been let into (the job is at most in the one it entered last), and the
+  // appliance hears where at once; its range's end when there is none.
+  split(task, before) {
+    const range = task.range;
+    const next = range.chunks.find(chunk => chunk >= before && chunk > range.entered && chunk < range.stop);
+    if (Number.isInteger(before) && next !== undefined) range.stop = next;
+    this.splitAt(task, range.stop);
+  }
+
+  // Where a range stops, told now and again with its task-done (the appliance may miss the first: a restart).
+  splitAt(task, chunk) {
+    if (chunk > 0) task.stop = Math.min(task.stop ?? chunk, chunk);
+    this.send({type: 'task-split-at', taskId: task.id, chunk});
+  }
+
   // The pieces of one more map of a streaming reduce (each map once), in the store now.
   input({taskId, producer, inputs}) {
     const task = this.tasks.get(taskId);
@@ -315,8 +336,23 @@ export class TaskRunner {
       case 'done': this.done(task, m); break;
       case 'failed': this.fail(task, String(m.error ?? 'the task failed'), String(m.stack ?? ''), m.peerLost === true ? {peerLost: true} : {}); break;
       case 'split-at':
-        if (Number.isInteger(m.chunk) && m.chunk >= 0) this.send({type: 'task-split-at', taskId: task.id, chunk: m.chunk});
+        if (!Number.isInteger(m.chunk) || m.chunk < 0) return;
+        if (task.range) task.range.stop = Math.min(task.range.stop, m.chunk);  // a split it heard before it iterated
+        this.splitAt(task, m.chunk);
         break;
+      case 'iterating':
+        if (!task.range && Array.isArray(m.chunks) && m.chunks.length && m.chunks.every(isCount) && isCount(m.stop)) {
+          task.range = {chunks: m.chunks, stop: m.stop, entered: m.chunks[0]};
+        }
+        break;
+      case 'enter': {
+        if (!isCount(m.id) || !task.worker) return;
+        const range = task.range;
+        const ok = !!range && isCount(m.chunk) && m.chunk < range.stop;
+        if (ok) range.entered = Math.max(range.entered, m.chunk);
+        task.worker.postMessage({type: 'entered', id: m.id, ok});
+        break;
+      }
       case 'worker-timeout':
         if (typeof m.seconds === 'number' && m.seconds > 0) this.send({type: 'task-worker-timeout', taskId: task.id, seconds: m.seconds});
         break;
@@ -380,6 +416,7 @@ export class TaskRunner {
       const message = {
         type: 'task-done', taskId: task.id, outputs: task.outputs,
         emits: isCount(m.emits) ? m.emits : 0, cpuMs: isCount(m.cpuMs) ? m.cpuMs : 0,
+        ...(task.stop !== undefined ? {stop: task.stop} : {}),
       };
       if (JSON.stringify(message).length > MAX_MESSAGE_BYTES) {
         this.fail(task, `too many output blobs (${task.outputs.length}) to report in one message: flush less often`);
@@ -461,8 +498,9 @@ export class TaskRunner {
   }
 
   progress(task, m) {
-    if (!isCount(m.emits) || !isCount(m.bytes) || !isCount(m.ticks ?? 0) || !isCount(m.beats ?? 0)) return;
-    task.progress = {emits: m.emits, bytes: m.bytes, ticks: m.ticks ?? 0, beats: m.beats ?? 0};
+    const counts = [m.emits, m.bytes, m.ticks ?? 0, m.beats ?? 0, m.read ?? 0];
+    if (!counts.every(isCount)) return;
+    task.progress = {emits: m.emits, bytes: m.bytes, ticks: m.ticks ?? 0, beats: m.beats ?? 0, read: m.read ?? 0};
     const wait = PROGRESS_MS - (Date.now() - task.progressAt);
     if (wait <= 0) this.sendProgress(task);
     else task.progressTimer ??= setTimeout(() => this.sendProgress(task), wait);
@@ -473,7 +511,7 @@ export class TaskRunner {
     task.progressTimer = null;
     const latest = task.progress;
     task.progress = null;
-    const signature = latest && `${latest.emits}/${latest.bytes}/${latest.ticks}/${latest.beats}`;
+    const signature = latest && `${latest.emits}/${latest.bytes}/${latest.ticks}/${latest.beats}/${latest.read}`;
     if (!latest || task.ended || signature === task.sentProgress) return;
     task.sentProgress = signature;
     task.progressAt = Date.now();

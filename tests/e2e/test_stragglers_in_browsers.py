@@ -86,7 +86,7 @@ const map = new MapStage(async function map(x) {
   await context.onComplete();
 });
 map.timeout = %(timeout)d;
-map.chunks = 'rank';  // a slow or stopped browser's one task per rank is what these tests race
+%(chunks)s
 execution.addStage(map);
 
 const reduce = new ReduceStage(async function reduce(keyToValues) {
@@ -119,6 +119,7 @@ def job_script(
     map_ms: int = 0,
     reduce_ms: int = 0,
     reduce_fetches: bool = False,
+    chunks: str | None = "rank",
 ) -> str:
     return JOB % {
         "workers": workers,
@@ -126,6 +127,8 @@ def job_script(
         "urls": json.dumps(urls),
         "rounds": rounds,
         "timeout": timeout,
+        # One task per rank by default: a slow or stopped browser's one task is what these tests race.
+        "chunks": f"map.chunks = {json.dumps(chunks)};" if chunks else "",
         # A map or reduce that takes a while, and keeps saying so (not stalled while its browser runs).
         "map_wait": waiting(map_ms),
         "reduce_wait": waiting(reduce_ms),
@@ -508,7 +511,7 @@ def test_a_slow_machine_gets_a_smaller_share_of_the_input(appliance, api, steady
     share. Both give the right counts."""
     slow = worker_id(straggler.tabs[0])
     all_idle(api, steady.tabs + straggler.tabs)
-    script = job_script(urls * 4, rounds=ROUNDS // 4).replace("map.chunks = 'rank';", "map.chunks = 'auto';")
+    script = job_script(urls * 4, rounds=ROUNDS // 4, chunks=None)
     cpu_group.limit(SLOW_CORES)
     try:
         runs = []
@@ -529,3 +532,41 @@ def test_a_slow_machine_gets_a_smaller_share_of_the_input(appliance, api, steady
         f"AND worker_id = '{slow}'"
     )
     assert all(shares[home] < share for rank, share in shares.items() if rank != home), (home, shares)
+
+
+@pytest.mark.timeout(600)
+def test_a_throttled_tabs_range_is_cut_to_the_chunk_it_is_in(appliance, api, admin, steady, straggler, urls, expected):
+    """The default chunks: each map runs its rank's chunks as one range. A tab throttled 10x is found
+    slow by how many of its records it has reached; once other tabs are free, its page is asked to
+    split and answers at once, though its job computes without awaiting: it keeps the chunk it is
+    in, the free tabs take the rest (or its range starts again on a free tab), and it takes no
+    chunk of theirs. The throttled tab runs fewer chunks than any other, the counts are right, and
+    the stage page shows the ranges with the chunks they ran."""
+    # A tab the appliance has no speed estimate for (the lone tab's is low from the tests before, and
+    # the cut by speed would give its rank nothing to read).
+    straggler.close(straggler.tabs[0])
+    straggler.add(1)
+    tab = straggler.tabs[0]
+    slow = worker_id(tab)
+    all_idle(api, steady.tabs + straggler.tabs)
+    throttle = Throttle(tab, RATE)
+    try:
+        run_id = start(api, "throttled-range", job_script(urls * 4, rounds=ROUNDS // 4, chunks=None))
+        run = wait_throttled(api, run_id, throttle, timeout=480)
+    finally:
+        throttle.stop()
+    log = log_text(api, run_id)
+    assert run["state"] == "succeeded", run["reason"] + log[-3000:]
+    assert output(api, run_id) == {word: 4 * n for word, n in expected.items()}
+    cut = re.search(rf"on worker {slow} stops before chunk \d+: free workers take the rest", log)
+    again = re.search(rf"on worker {slow} is slower than worker .*: it starts again on worker", log)
+    assert cut or again, log
+    ran: dict[str, int] = {}
+    for worker, chunks in appliance.query(
+        f"SELECT worker_id, chunks FROM jobs_task WHERE run = {run_id} AND stage = 0 AND state = 'done'"
+    ):
+        ran[worker] = ran.get(worker, 0) + chunks
+    assert all(ran.get(slow, 0) < n for worker, n in ran.items() if worker != slow), (ran, log)
+    stage = admin.get(f"/ui/runs/{run_id}/stages/A/0").text
+    assert re.search(r"\d+ · chunks \d+–\d+", stage), stage
+    assert "Chunks done" in stage

@@ -322,12 +322,14 @@ def test_the_input_is_cut_in_proportion_to_the_ranks_shares(harness):
 # reads its input as an array (it may read any record: it cannot stop early).
 RANGE_MAP = """async function map(x) {
   for await (const [index, item] of x) {
+    if (index === 0) context.progress();
     if (index === 0) await new Promise(resolve => setTimeout(resolve, 400));
     context.emit(String(index), item);
   }
   await context.onComplete();
 }"""
 ARRAY_MAP = """async function map(x) {
+  context.progress();
   for (let i = 0; i < x.length; i++) {
     if (i === 0) await new Promise(resolve => setTimeout(resolve, 400));
     context.emit(String(x[i][0]), x[i][1]);
@@ -335,22 +337,39 @@ ARRAY_MAP = """async function map(x) {
 }"""
 
 
+# One that spins through its first record without awaiting anything (it says it has begun first):
+# its page answers the split at once, and lets it into no chunk after.
+SPINNING_MAP = """async function map(x) {
+  for await (const [index, item] of x) {
+    if (index === 0) { context.progress(); const end = Date.now() + 400; while (Date.now() < end) {} }
+    context.emit(String(index), item);
+  }
+  await context.onComplete();
+}"""
+
+
 # One that has not started reading when the split comes, then reads x as an array: it sees the range
 # up to the split only.
 LATE_ARRAY_MAP = """async function map(x) {
+  context.progress();
   await new Promise(resolve => setTimeout(resolve, 400));
   for (const [index, item] of x) context.emit(String(index), item);
 }"""
 
 
-@pytest.mark.parametrize("reads", ["for-await", "as-an-array", "as-an-array-after-the-split"])
+@pytest.mark.parametrize("reads", ["for-await", "for-await-spinning", "as-an-array", "as-an-array-after-the-split"])
 def test_a_range_stops_before_a_later_chunk_when_asked_unless_its_job_read_its_input_as_an_array(harness, reads):
     """A range's task (its inputs name their chunks) asked to split (task-split) while in its first
     chunk stops before the chunk asked for and says so (task-split-at); its output holds the chunks
     before it. A job that read its input other than with for await...of runs its whole range, and
     says so with the range's end; one that had read nothing yet sees only the records before the
     split, however it reads them."""
-    maps = {"for-await": RANGE_MAP, "as-an-array": ARRAY_MAP, "as-an-array-after-the-split": LATE_ARRAY_MAP}
+    maps = {
+        "for-await": RANGE_MAP,
+        "for-await-spinning": SPINNING_MAP,
+        "as-an-array": ARRAY_MAP,
+        "as-an-array-after-the-split": LATE_ARRAY_MAP,
+    }
     script = harness.job(f"range-{reads}", [maps[reads]])
     inputs = [harness.put(codecs.JSON, [(i, f"item {i}")]) | {"chunk": i} for i in range(4)]
     task = {
@@ -375,7 +394,10 @@ def test_a_range_stops_before_a_later_chunk_when_asked_unless_its_job_read_its_i
     result = harness.page.evaluate(
         """async task => {
           const done = harness.run(task);
-          await new Promise(resolve => setTimeout(resolve, 150));
+          // The split comes once the job has begun (its first progress: a record reached, or a call).
+          while (!harness.messages(task.taskId).some(m => m.type === 'task-progress')) {
+            await new Promise(resolve => setTimeout(resolve, 5));
+          }
           await harness.runner.handle({type: 'task-split', taskId: task.taskId, before: 2});
           return await done;
         }""",
@@ -386,6 +408,7 @@ def test_a_range_stops_before_a_later_chunk_when_asked_unless_its_job_read_its_i
     answers = [m["chunk"] for m in messages if m["type"] == "task-split-at"]
     kept = 4 if reads == "as-an-array" else 2
     assert answers == [kept]
+    assert end["stop"] == kept  # said again with its task-done, for an appliance that missed the answer
     assert sorted(int(k) for k, _ in harness.records(codecs.JSON, end["outputs"])) == list(range(kept))
 
 

@@ -71,9 +71,10 @@ def test_a_done_count_that_drifts_is_caught():
 def test_every_reason_to_unbind_says_what_follows():
     assert set(EFFECTS) == set(Unbind)
     sent_away = {cause for cause, effect in EFFECTS.items() if effect.exclude}
-    assert sent_away == {Unbind.TIMED_OUT, Unbind.BAD_REPORT, Unbind.HUNG, Unbind.BLAMED}
-    # Whoever leaves a rank for good has its work computed again; a helper whose attempt ended keeps nothing.
-    assert all(EFFECTS[c].vacate for c in (*sent_away, Unbind.DISCONNECTED, Unbind.NOT_BACK))
-    assert not any(EFFECTS[c].vacate for c in (Unbind.EXTRA_ENDED, Unbind.OUTRUN, Unbind.RUN_ENDED))
+    assert sent_away == {Unbind.TIMED_OUT, Unbind.BAD_REPORT, Unbind.HUNG, Unbind.BLAMED, Unbind.OUTPACED}
+    # Whoever leaves a rank for good has its work computed again; a helper whose attempt ended keeps
+    # nothing; a browser outpaced handed its rank over first (its range starts again there).
+    assert all(EFFECTS[c].vacate for c in (*sent_away - {Unbind.OUTPACED}, Unbind.DISCONNECTED, Unbind.NOT_BACK))
+    assert not any(EFFECTS[c].vacate for c in (Unbind.EXTRA_ENDED, Unbind.OUTRUN, Unbind.OUTPACED, Unbind.RUN_ENDED))
     # After a restart the recovery logs the workers not back at once, not each loss on its own.
     assert not EFFECTS[Unbind.NOT_BACK].announce

@@ -714,11 +714,16 @@ def test_free_workers_take_waiting_chunks_fastest_first_and_a_task_id_names_its_
     assert run.find("1.A.0.0c0.0") is None  # a rank's first chunk is named by its rank alone
 
 
-def test_a_range_claims_its_chunks_so_no_free_worker_takes_one_in_the_same_round():
+def test_a_range_taken_while_workers_are_free_shares_its_chunks_with_them_and_the_rest_split():
+    """A range claims the chunks it covers, so no other worker takes one in the same round; taken
+    while other workers of its group have nothing to do, it covers its share only and they take the
+    rest (a page answers a split only between its chunks). A range is asked to split once a worker
+    has nothing left to take."""
     run = RunExecution(1, spec("map", "reduce", workers=3, chunks="auto"))
     started(run, ["w0", "w1", "w2"])
     finish(run, run_ready(run)[0], list(range(12)), holder="w1")  # the input is copied to w1 too
     ranges = {t.rank: t for t in run_ready(run)}
+    assert all(t.covers == CHUNKS_PER_RANK for t in ranges.values())  # nobody was free: whole ranks
     finish(run, ranges[1], [0, 1, 2])
     finish(run, ranges[2], [0, 1, 2])
     for reduce, worker in run.ready():  # w1 and w2 start their streaming reduces
@@ -726,14 +731,16 @@ def test_a_range_claims_its_chunks_so_no_free_worker_takes_one_in_the_same_round
     run.lose_worker("w0")
     run.assign("A", 0, "w1")  # w1 holds rank 0 as well: both look for work in the same round
     ready = run.ready()
-    assert [(t.stage, t.rank, t.chunk, w) for t, w in ready] == [(0, 0, 0, "w1")]
-    assert run.take_splits() == []  # w2 found nothing to take, and nothing runs yet that could split
-    run.start(ready[0][0], "w1")
-    run.running(ready[0][0])
-    assert run.task("A", 0, 0).covers == CHUNKS_PER_RANK
+    assert [(t.stage, t.rank, t.chunk, w) for t, w in ready] == [(0, 0, 0, "w1"), (0, 0, 2, "w2")]
+    for task, worker in ready:
+        run.start(task, worker)
+        run.running(task)
+    assert [run.task("A", 0, 0, c).covers for c in (0, 2)] == [2, CHUNKS_PER_RANK]
+    assert run.take_splits() == []  # nobody is left with nothing to take
+    finish(run, run.task("A", 0, 0, 2), [0])
     # A range near its end (by the speed estimates) is not asked: a task for its second half would cost more.
-    assert run.ready(worth_splitting=lambda task: False) == [] and run.take_splits() == []
-    assert run.ready() == [] and run.take_splits() == [(run.task("A", 0, 0).id, "w1", 2)]
+    assert run.ready(splits=lambda task: None) == [] and run.take_splits() == []
+    assert run.ready() == [] and run.take_splits() == [(run.task("A", 0, 0).id, "w1", 1)]
     # A worker away (its rank waits for it to come back) is not asked.
     run.task("A", 0, 0).split = 0
     assert run.ready(away={"w1"}) == [] and run.take_splits() == []
@@ -755,3 +762,19 @@ def test_a_checkpoint_keeps_what_each_range_covers():
     assert [again.task("A", 0, 1, c).state for c in range(4)] == ["done"] * 4
     again.lose_worker("w1")
     assert [again.task("A", 0, 1, c).state for c in range(4)] == ["waiting"] * 4
+
+
+def test_a_browser_far_slower_than_the_rest_takes_no_chunk_of_another_rank():
+    """Work stealing by a browser under a third of the run's fastest would make the stage end later:
+    it runs its own rank's chunks only, and leaves the others' to faster browsers."""
+    run = RunExecution(1, spec("map", "reduce", workers=3, chunks="auto"))
+    started(run, ["slow", "fast", "mid"])
+    finish(run, run_ready(run)[0], list(range(12)), holder="slow")
+    ranges = {t.rank: t for t in run_ready(run)}
+    assert run.split_at(ranges[1], 2)  # fast's range stops before its chunk 2: chunks 2 and 3 wait
+    finish(run, ranges[0], [0, 1, 2])
+    for reduce, worker in run.ready():  # slow starts its streaming reduce: it has nothing else of its own
+        run.start(reduce, worker)
+    assert [(t.rank, t.chunk, w) for t, w in run.ready()] == [(1, 2, "slow")]  # speeds not known: it takes them
+    speeds = {"slow": 0.2, "fast": 1.0, "mid": 0.9}
+    assert run.ready(speeds.get) == [] and run.take_splits() == []

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from appliance.jobs import checkpoints
-from appliance.jobs.engine.speeds import HALF_LIFE_SECONDS, Speeds
+from appliance.jobs.engine.speeds import HALF_LIFE_SECONDS, Speeds, own_pace, time_left
 from appliance.jobs.execution import INPUT_STAGE, SHARE_SCALE, Output, RunExecution
 from appliance.jobs.spec import JobSpec, StageSpec
 
@@ -141,3 +141,26 @@ def test_a_browser_a_backup_outran_is_at_most_as_fast_as_its_task_over_the_time_
     # Evidence only lowers an estimate: a browser outrun after a long wait is not made faster.
     speeds.outran(run, maps[1], "slow", 2.0)
     assert speeds.of("slow") == near(0.25)
+
+
+def test_a_running_task_that_says_how_far_it_has_read_is_judged_by_its_own_pace():
+    """The estimates said 'slow' is typical (its task due by now), but its page said at 7.5 s, 6.5 s
+    after its launch, that it had reached 3 of its 10 records: it takes about 2.4 s a record (the one
+    it was at counted as half done, half a second taken off for the report's delay), and 7.5 records
+    were left then. Early on, the estimates say more."""
+    run, speeds = run_of(["fast", "slow", "mid"]), Speeds()
+    maps = cut_input(run, [10, 10, 10])
+    work(run, maps[0], "fast", 1.0, 1.0)
+    speeds.finished(run, maps[0])
+    run.start(maps[1], "slow", now=1.0)
+    run.running(maps[1], now=1.0)
+    assert time_left(speeds, run, maps[1], 7.5) == pytest.approx(-5.5)  # by the estimates: 1 s, overdue
+    maps[1].read, maps[1].read_at = 3, 7.5
+    assert own_pace(maps[1]) == pytest.approx(2.4)
+    assert time_left(speeds, run, maps[1], 7.5) == pytest.approx(18.0)
+    assert time_left(speeds, run, maps[1], 9.5) == pytest.approx(16.0)  # two seconds on since it said so
+    maps[1].read, maps[1].read_at = 1, 1.1
+    assert time_left(speeds, run, maps[1], 1.1) == pytest.approx(0.9)  # by the estimates: 1 s in all
+    # A task whose page says nothing of its reading (a reduce, an input read as an array): estimates.
+    maps[1].read = 0
+    assert own_pace(maps[1]) is None

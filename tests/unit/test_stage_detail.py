@@ -104,3 +104,24 @@ def test_a_task_that_calls_progress_is_counted_by_its_calls_against_a_finished_t
     assert stage.fraction == pytest.approx((2 + 0.5) / 3)
     silent = build("A", 0, "map", ranks(3), [*done, attempt(2, 0, None)], now=1.0)
     assert silent.fraction == pytest.approx((2 + 0.25) / 3)  # by its running time: 1 s of a typical 4 s
+
+
+def test_a_range_is_one_task_and_its_browser_is_credited_with_every_chunk_it_ran():
+    """Rank 0's range ran its chunks 1-3 (then split: chunk 4 ran alone on w1); rank 1's range runs its
+    chunks 1-4. The waiting chunks a range covers are not tasks of their own; the browsers table
+    counts chunks."""
+    places = [(rank, chunk) for rank in range(2) for chunk in range(4)]
+    attempts = [
+        replace(attempt(0, 0, 3), chunks=3),
+        replace(attempt(0, 3, 4, chunk=3), worker_id="w1"),
+        replace(attempt(1, 0, None), chunks=4),
+    ]
+    stage = build("A", 0, "map", places, attempts, now=4.0)
+    assert stage.chunked
+    assert [(line.rank, line.chunk, line.chunks, line.state) for line in stage.lines] == [
+        (0, 0, 3, "done"),
+        (0, 3, 1, "done"),
+        (1, 0, 4, "running"),
+    ]
+    assert (stage.done, stage.total, stage.running) == (2, 3, 1)
+    assert [(b.worker_id, b.done) for b in stage.browsers] == [("w0", 3), ("w1", 1)]

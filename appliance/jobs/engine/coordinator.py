@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -41,8 +42,8 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
 # A range is split only with more than this left (its input copied, a sandbox, an output of its own
-# cost a new task a few tenths of a second; and half of what is left goes).
-SPLIT_MIN_SECONDS = 1.0
+# cost a new task a few tenths of a second, and the rest of what is left goes).
+SPLIT_MIN_SECONDS = 0.5
 
 
 class Coordinator:
@@ -266,23 +267,30 @@ class Coordinator:
             return
         if self.shared.draining:
             return  # stopping: the running tasks finish, nothing starts
-        worth_splitting = self._worth_splitting(run, clock)
-        for task, worker_id in run.execution.ready(self.shared.speeds.of, run.seats.away, worth_splitting):
+        for task, worker_id in run.execution.ready(self.shared.speeds.of, run.seats.away, self._splits(run, clock)):
             run.execution.start(task, worker_id)
             self.shared.spawn(self.staging.launch(run, task))
         await self.speculation.look(run, clock)
         self.shared.deliver(run)
 
-    def _worth_splitting(self, run: LiveRun, clock: float) -> Callable[[Task], bool]:
-        """Whether a range has enough left, by the speed estimates, that a task for its second half
-        (its input copied, a sandbox, an output of its own) pays: near its end, it finishes sooner
-        alone. Unknown (no task of its stage finished): it is split."""
+    def _splits(self, run: LiveRun, clock: float) -> Callable[[Task], tuple[float, float] | None]:
+        """How a range splits: (the seconds it has left, the share of its chunks it keeps), or None when
+        too little is left for a task of the rest (its input copied, a sandbox, an output of its own)
+        to pay. It keeps a share in proportion to its pace against a typical browser's: half when they
+        are alike (work stealing by halves), its current chunk alone when it is ten times slower.
+        Not known yet (no task of its stage finished, nothing read): half."""
+        speeds, execution = self.shared.speeds, run.execution
 
-        def worth(task: Task) -> bool:
-            left = time_left(self.shared.speeds, run.execution, task, clock)
-            return left is None or left > SPLIT_MIN_SECONDS
+        def split(task: Task) -> tuple[float, float] | None:
+            if (left := time_left(speeds, execution, task, clock)) is None:
+                return math.inf, 0.5
+            if left <= SPLIT_MIN_SECONDS:
+                return None
+            per_record, rest = speeds.seconds_per_record(execution, task), task.work - task.read
+            typical = per_record * rest if per_record and rest > 0 else None
+            return left, 0.5 if typical is None else min(0.5, typical / (typical + left))
 
-        return worth
+        return split
 
     def _give_up_on_away(self, run: LiveRun, clock: float) -> None:
         grace = self.settings.job_reconnect_grace_seconds

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from appliance.fleet import protocol as p
@@ -27,6 +28,7 @@ class Unbind(enum.StrEnum):
 
     EXTRA_ENDED = "extra-ended"  # the extra attempt a helper ran ended: it is free again (if idle)
     OUTRUN = "outrun"  # a helper outran the rank's worker and holds the rank now
+    OUTPACED = "outpaced"  # a free browser would redo the rank's range sooner: it holds the rank now
     DISCONNECTED = "disconnected"  # gone, and not back within the reconnect grace
     NOT_BACK = "not-back"  # did not come back after the appliance restarted (recovery logs it)
     TIMED_OUT = "timed-out"  # ran past its worker timeout without an emit
@@ -47,6 +49,7 @@ class Effect:
 EFFECTS: dict[Unbind, Effect] = {
     Unbind.EXTRA_ENDED: Effect(),
     Unbind.OUTRUN: Effect(),
+    Unbind.OUTPACED: Effect(exclude=True),  # else, idle, it would take the rank back (spread)
     Unbind.DISCONNECTED: Effect(vacate=True, announce=True),
     Unbind.NOT_BACK: Effect(vacate=True),
     Unbind.TIMED_OUT: Effect(exclude=True, vacate=True, announce=True),
@@ -85,8 +88,8 @@ class Placement:
         worker.serve(run.run_id)
         run.served_by(worker)
 
-    def idle_worker(self, run: LiveRun) -> Worker | None:
-        """The best eligible worker that serves no run and answers its pings, or None."""
+    def idle_worker(self, run: LiveRun, avoid: Collection[str] = ()) -> Worker | None:
+        """The best eligible worker that serves no run and answers its pings (not one of ``avoid``), or None."""
         now = time.monotonic()
         candidates = [
             w
@@ -94,6 +97,7 @@ class Placement:
             if selection.available(w)
             and w.answers(now)
             and w.worker_id not in run.seats.excluded
+            and w.worker_id not in avoid
             and self.shared.eligible(w, run.spec, run.owner_id)
         ]
         return selection.ranked(candidates, self.shared.speeds.of)[0] if candidates else None
@@ -140,7 +144,8 @@ class Placement:
 
     def spread(self, run: LiveRun) -> None:
         """A worker holding more than one rank hands one whose next task has not started to an idle
-        eligible worker that joined meanwhile (the run grows back to a worker per rank)."""
+        eligible worker that joined meanwhile (the run grows back to a worker per rank), not to one a
+        backup outran in this run (it took the rank from that one)."""
         if not (doubled := self._doubled(run)):
             return
         execution = run.execution
@@ -148,7 +153,7 @@ class Placement:
             task = execution.groups[group].first_not_done(rank)
             if task is not None and task.state != "waiting":
                 continue  # under way on its holder: it moves once that task is done
-            if (worker := self.idle_worker(run)) is None:
+            if (worker := self.idle_worker(run, avoid=execution.outrun)) is None:
                 return
             self.bind_rank(run, group, rank, worker)
             self.shared.logs.add(
@@ -169,11 +174,13 @@ class Placement:
                 seen.add(holder)
         return doubled
 
-    def hand_over(self, run: LiveRun, task: Task, slow_id: str, winner: Worker, why: str = "") -> None:
-        """A helper outran the rank's own worker: it keeps the rank, whose next task then finds its
-        input where it is, and the slower browser is free for other runs."""
+    def hand_over(
+        self, run: LiveRun, task: Task, slow_id: str, winner: Worker, why: str = "", cause: Unbind = Unbind.OUTRUN
+    ) -> None:
+        """A helper outran the rank's own worker (or would, OUTPACED): it keeps the rank, whose next task
+        then finds its input where it is, and the slower browser is free for other runs."""
         self.bind_rank(run, task.group, task.rank, winner)
-        self.unbind(run, slow_id, Unbind.OUTRUN)
+        self.unbind(run, slow_id, cause)
         why = why or f"which outran {slow_id}"
         self.shared.logs.add(
             run.run_id, f"rank {task.rank} of group {task.group} moves to worker {winner.worker_id}, {why}"

@@ -72,16 +72,18 @@ class Reports:
     # ------------------------------------------------------------ while a task runs
 
     def _progressed(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskProgress) -> None:
-        """Emits, bytes and progress() calls are progress (they reset the worker timeout); a heartbeat
-        only says the task is busy, not hung (it is not stalled)."""
+        """Emits, bytes, progress() calls and input records reached are progress (they reset the worker
+        timeout); a heartbeat only says the task is busy, not hung (it is not stalled)."""
         clock = time.monotonic()
-        moved = (message.emits, message.bytes, message.ticks) != (task.emits, task.bytes, task.ticks)
+        read = min(message.read, task.work)  # the page's word: never more than it was given
+        task.read_at = clock  # it had reached no further by then
+        moved = (message.emits, message.bytes, message.ticks, read) != (task.emits, task.bytes, task.ticks, task.read)
         if not moved and message.beats == task.beats:
             task.last_activity = clock
             return
         if moved:
             task.last_activity = clock
-            task.emits, task.bytes, task.ticks = message.emits, message.bytes, message.ticks
+            task.emits, task.bytes, task.ticks, task.read = message.emits, message.bytes, message.ticks, read
         task.beats, task.progressed_at = message.beats, clock
         if task.stalled:
             task.stalled = False
@@ -183,13 +185,18 @@ class Reports:
         task's attempt now, and its worker takes the rank, so the rank's next task starts at once."""
         task, away = backup.primary, backup.primary.worker_id or ""
         run.execution.abandon(task, TaskEvent.WORKER_LOST, "the worker disconnected; its stand-in finished first")
-        if winner.worker_id in run.seats.helpers or not run.execution.talking:
+        # Not a chunk the away browser took from another rank, nor when it holds another rank too: it
+        # stays away (its ranks wait for it, then go) instead of leaving the run with them.
+        holds_it = run.execution.places_of(away) == [(task.group, task.rank)]
+        if holds_it and (winner.worker_id in run.seats.helpers or not run.execution.talking):
             self.placement.hand_over(run, task, away, winner, f"which stood in for {away} (disconnected)")
         return task
 
     def _done(self, run: LiveRun, task: Try, worker: Worker, message: p.TaskDone) -> None:
         if task.is_backup and task.primary.worker_id in run.seats.away:
             task = self._stood_in(run, task, worker)
+        if message.stop and not task.is_backup and task.chunk < message.stop < task.covers:
+            run.execution.split_at(task, message.stop)  # a split whose answer the appliance missed: the rest waits
         holders = set() if run.storage else {worker.worker_id}
         outputs = [
             Output(o.partition, o.sha256 or o.key or "", o.size, o.records, set(holders)) for o in message.outputs
@@ -241,7 +248,11 @@ class Reports:
         self.placement.unbind(run, loser_worker, Unbind.EXTRA_ENDED)
         if loser_id in stalled:
             self.placement.unbind(run, loser_worker, Unbind.HUNG, stalled_on(run, task))
-        elif winner.worker_id in run.seats.helpers and (task.group, task.rank) in run.execution.places_of(loser_worker):
+        elif run.execution.places_of(loser_worker) == [(task.group, task.rank)] and (
+            winner.worker_id in run.seats.helpers or not run.execution.talking
+        ):
+            # The rank's next tasks (its reduce) go with it rather than run on the slower browser: to a
+            # worker of the run, as a second rank, unless its stages talk (each rank needs its own).
             self.placement.hand_over(run, task, loser_worker, winner)
 
     def _failed(self, run: LiveRun, task: Task, message: p.TaskFailed) -> None:

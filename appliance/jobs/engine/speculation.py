@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 
 from appliance.events import EndCause
+from appliance.fleet import protocol as p
 from appliance.fleet.registry import Worker
 from appliance.jobs.engine.ending import Ending
 from appliance.jobs.engine.live import LiveRun
 from appliance.jobs.engine.placement import Placement, Unbind
 from appliance.jobs.engine.shared import Shared
-from appliance.jobs.engine.speeds import task_seconds
+from appliance.jobs.engine.speeds import own_pace, task_seconds, time_left
 from appliance.jobs.engine.staging import Staging
-from appliance.jobs.execution import Attempt, Task, TaskEvent
+from appliance.jobs.execution import SPLIT_ASKED, Attempt, Task, TaskEvent
 from appliance.jobs.logs import COORDINATOR, FLEET
 
 # Stragglers are a matter of seconds: a run is looked over for them at most this often, not at
@@ -98,6 +99,12 @@ class Speculation:
                     continue
             if helper is None:
                 return
+            if execution.splittable(task) and not task.stalled:
+                if task.split == SPLIT_ASKED:
+                    continue  # its page answers at once when its job iterates: what is left is judged then
+                spare = None  # taken
+                self._abandon(run, task, helper, why, clock)
+                continue
             spare = None  # taken
             self._start_extra(
                 run,
@@ -112,20 +119,40 @@ class Speculation:
         """Why ``helper`` should run a backup of ``task``, or None: by the speed estimates, it would do
         the whole task (its inputs copied first) well before the task's own browser does what it has
         left. This needs no evidence of slowness from the running task itself (a reduce emits only at
-        its end): once a task of its stage finished, the stage's pace per record is known."""
+        its end): once a task of its stage finished, the stage's pace per record is known. A task whose
+        page says how far it has read is judged by its own pace (a browser slowed today)."""
         execution, speeds = run.execution, self.shared.speeds
-        mine, theirs = speeds.of(task.worker_id or ""), speeds.of(helper.worker_id)
-        if theirs < OUTPACED_SPEEDUP * mine or execution.waiting_for_input(task):
+        if execution.waiting_for_input(task):
             return None
         if (whole := task_seconds(speeds, execution, task)) is None:
             return None
-        left, there = whole / mine - (clock - task.launched), whole / theirs
+        mine, theirs = speeds.of(task.worker_id or ""), speeds.of(helper.worker_id)
+        if (pace := own_pace(task)) and task.work:
+            mine = whole / (pace * task.work)  # its speed on this task so far
+        if theirs < OUTPACED_SPEEDUP * mine:
+            return None
+        left, there = time_left(speeds, execution, task, clock) or 0.0, whole / theirs
         if left < OUTPACED_SPEEDUP * there + OUTPACED_COPY_SECONDS:
             return None
         return (
             f"slower than worker {helper.worker_id} (speed estimates {mine:.2f} and {theirs:.2f}): "
             f"about {left:.1f} s left, {there:.1f} s there"
         )
+
+    def _abandon(self, run: LiveRun, task: Task, helper: Worker, why: str, clock: float) -> None:
+        """A range ``helper`` would run whole well before its slow browser ends what it has left: rather
+        than a backup, whose output would overlap the chunks free workers split off it, the range starts
+        again on ``helper`` (which takes the rank when the slow browser held it), and free workers split
+        it there, where the page answers a split at once (a slow page answers at its job's next await)."""
+        execution, slow = run.execution, task.worker_id or ""
+        self.shared.speeds.outran(execution, task, slow, clock - task.launched)
+        self.shared.send(slow, p.TaskCancel(task_id=task.id))
+        note = f"{run.where(task)} on worker {slow} is {why}: it starts again on worker {helper.worker_id}"
+        execution.retry(task, TaskEvent.CANCEL, note)
+        self.shared.logs.add(run.run_id, note, level="warn")
+        if execution.places_of(slow) == [(task.group, task.rank)]:
+            self.placement.hand_over(run, task, slow, helper, f"as {slow} was {why.split(':')[0]}", Unbind.OUTPACED)
+        self.shared.wake.set()
 
     def stand_in(self, run: LiveRun, task: Task) -> bool:
         """The task's worker disconnected: a backup attempt starts at once on a spare worker, rather than

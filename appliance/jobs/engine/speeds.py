@@ -82,12 +82,31 @@ def task_seconds(speeds: Speeds, execution: RunExecution, task: Task) -> float |
     return None if per_record is None else task.work * per_record
 
 
-def time_left(speeds: Speeds, execution: RunExecution, task: Task, clock: float) -> float | None:
-    """Seconds the running task has left on its browser, by the speed estimates; None before any task
-    of its stage finished."""
-    if (whole := task_seconds(speeds, execution, task)) is None:
+# A page passes on its sandbox's progress up to this long after the sandbox said it (both send at most
+# twice a second): what a report says may be that old.
+REPORT_SLACK_SECONDS = 0.5
+
+
+def own_pace(task: Task) -> float | None:
+    """Seconds a record takes the running task on its own browser: when its page last said that its job
+    had reached ``read`` input records, it had finished all but the one it was at (counted as half
+    done), in the time since its launch less the report's delay; None while its page has said none (a
+    reduce, a job that reads its input as an array)."""
+    if not task.read or not task.launched:
         return None
-    return whole / speeds.of(task.worker_id or "") - (clock - task.launched)
+    return max(task.read_at - task.launched - REPORT_SLACK_SECONDS, 0.0) / (task.read - 0.5)
+
+
+def time_left(speeds: Speeds, execution: RunExecution, task: Task, clock: float) -> float | None:
+    """Seconds the running task has left on its browser: by the speed estimates, or by its own pace once
+    its page says how far it has read, whichever says more (a browser may be slower today than its
+    estimate); None before either is known."""
+    known = []
+    if (pace := own_pace(task)) is not None:
+        known.append(pace * (task.work - task.read + 0.5) - (clock - task.read_at))
+    if (whole := task_seconds(speeds, execution, task)) is not None:
+        known.append(whole / speeds.of(task.worker_id or "") - (clock - task.launched))
+    return max(known, default=None)
 
 
 def _rates(execution: RunExecution, task: Task) -> list[float]:
