@@ -17,12 +17,14 @@ import io
 import logging
 import os
 import sqlite3
+from collections.abc import Sequence
 
 from piccolo.apps.migrations.commands.forwards import ForwardsMigrationManager
 from piccolo.apps.migrations.tables import Migration
 from piccolo.engine.base import Engine
 from piccolo.engine.postgres import PostgresEngine
 from piccolo.engine.sqlite import SQLiteEngine, SQLiteTransaction, TransactionType
+from piccolo.table import Table
 
 from appliance.config import Settings
 
@@ -184,6 +186,19 @@ def current_engine() -> Engine:
 
         return configure(load_settings())
     return _engine
+
+
+async def insert_many(transaction, table: type[Table], columns: Sequence[str], rows: list[tuple]) -> None:
+    """Rows (values in ``columns`` order) into ``table`` with the driver's executemany on the
+    transaction's connection (asyncpg's or aiosqlite's): no Piccolo query building a value."""
+    if not rows:
+        return
+    names = ", ".join(f'"{column}"' for column in columns)  # quoted: "group" is an SQL keyword
+    if isinstance(transaction.engine, PostgresEngine):
+        marks = ", ".join(f"${n}" for n in range(1, len(columns) + 1))
+    else:
+        marks = ", ".join("?" * len(columns))
+    await transaction.connection.executemany(f"INSERT INTO {table._meta.tablename} ({names}) VALUES ({marks})", rows)
 
 
 async def save_only_row(table: type, values: dict) -> None:

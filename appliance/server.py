@@ -124,6 +124,12 @@ def uvicorn_config(app: Litestar, settings: Settings, ws_max_size: int) -> uvico
         log_level=None,
         access_log=False,
         ws_max_size=ws_max_size,
+        # The worker sockets carry small JSON messages: compressing them kept a zlib stream each way
+        # for every socket (43 KiB of an edge's 75 KiB a worker) and cost CPU at every frame. Nor does
+        # uvicorn ping them: the fleet does (fleet/connection.Session, through Redis behind edges), and
+        # drops and closes a socket that stops answering.
+        ws_per_message_deflate=False,
+        ws_ping_interval=None,
         **tls,
         **forwarded,
     )

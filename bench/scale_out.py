@@ -340,6 +340,7 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
     parser.add_argument("--shapes", default="8x300,64x40", help="ranks x stages, each as a map chain and map/reduce")
     parser.add_argument("--hold", type=float, default=20, help="seconds the fleet is held before measuring memory")
     parser.add_argument("--skip-tasks", action="store_true")
+    parser.add_argument("--cluster-only", action="store_true", help="tasks/s of the cluster alone (no one process)")
     parser.add_argument("--connect-timeout", type=float, default=900, help="seconds the fleet may take to connect")
     parser.add_argument("--quick", action="store_true", help="2,000 workers, 1,000 in one process, small shapes")
     args = parser.parse_args()
@@ -363,7 +364,8 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
             # 1. Today's one process on SQLite: tasks/s, and the memory of --reference-workers.
             single = Appliance(root / "single", env={"PEERMR_LOG_LEVEL": "warning"}).start()
             try:
-                if not args.skip_tasks:
+                tasks_single = tasks_pg = None
+                if not args.skip_tasks and not args.cluster_only:
                     with Foreign() as f:
                         tasks_single = tasks_on(single.url, [single.url], single, {"appliance": single.proc.pid}, plans)
                     foreign["tasks, one process"] = f.cores
@@ -393,7 +395,7 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                 single.stop()
 
             # 2. One process on PostgreSQL (the cluster's database, no Redis): tasks/s.
-            if not args.skip_tasks:
+            if not args.skip_tasks and not args.cluster_only:
                 pg = Appliance(
                     root / "single-pg",
                     env={"PEERMR_LOG_LEVEL": "warning", "PEERMR_DATABASE_URL": postgres.new_database()},
@@ -422,8 +424,9 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                         tasks_cluster = tasks_on(first.url, edge_urls, first, pids, plans)
                     foreign["tasks, cluster"] = f.cores
                     print("\ntasks/s (CPU per task of each process, µs)")
-                    print_tasks("one process, SQLite", tasks_single, None)
-                    print_tasks("one process, PostgreSQL", tasks_pg, tasks_single)
+                    if tasks_single is not None:
+                        print_tasks("one process, SQLite", tasks_single, None)
+                        print_tasks("one process, PostgreSQL", tasks_pg, tasks_single)
                     print_tasks(f"scheduler + {args.edges} edges", tasks_cluster, tasks_single)
                     slowest = min(r["tasks"] / r["wall"] for r in tasks_cluster)
                     print(
@@ -504,6 +507,9 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
 
                     # Failover: SIGKILL the leader with the whole fleet connected.
                     before = clients.stats()
+                    survivors = {"new leader": second.proc.pid, "redis": redis.proc.pid}
+                    survivors.update({f"edge{i + 1}": edge.proc.pid for i, edge in enumerate(edges)})
+                    cpu_kill = {name: cpu_seconds(pid) for name, pid in survivors.items()}
                     killed = time.monotonic()
                     first.kill()
                     took_leader = wait_for(lambda: leader_status(second.url) == 200, 120, 0.05)
@@ -520,6 +526,7 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                         except TimeoutError:
                             print(f"NOT all back within {args.connect_timeout:.0f} s: {workers_in_fleet(second.url)}")
                         took_fleet = time.monotonic() - killed
+                        failover_cpu = {name: cpu_seconds(pid) - cpu_kill[name] for name, pid in survivors.items()}
                         after = clients.stats()
                     foreign["failover"] = f.cores
                     print(
@@ -529,6 +536,11 @@ def main() -> None:  # noqa: C901  (one bench, its parts in order)
                         f"reconnects {after['reconnects'] - before['reconnects']}, closes {after['closes']}, "
                         f"the last welcome {after['last_welcome'] - (time.time() - (time.monotonic() - killed)):.2f} s "
                         f"after the kill"
+                    )
+                    print(
+                        "  CPU ms a worker from the SIGKILL until every worker was back: "
+                        + ", ".join(f"{n} {s * 1000 / args.workers:.3f}" for n, s in failover_cpu.items())
+                        + f", client processes {(after['cpu'] - before['cpu']) * 1000 / args.workers:.3f}"
                     )
                     print(
                         f"  target < 10 s -> leader {'met' if took_leader < 10 else 'NOT met'}, "

@@ -180,6 +180,7 @@ class EdgeSockets:
         log.info("edge %s: new leader %s; %d page(s) say hello to it", self.edge[:8], leader.url, len(stale))
         for held in stale:
             self._hello_again(held, leader.epoch)
+        asyncio.get_running_loop().call_later(HELLO_AGAIN_SECONDS, self._hellos_overdue, stale, leader.epoch)
 
     def _hello_again(self, held: Held, epoch: str) -> None:
         """The socket stays open: the new leader hears it opened, then the page's hello on it (no new
@@ -188,12 +189,12 @@ class EdgeSockets:
         held.pending.clear()  # what the old leader still had to send
         self._up(held.opened)
         self._queue(held, e.Frame(held.opened.conn, text=HELLO_AGAIN, epoch=epoch))
-        asyncio.get_running_loop().call_later(HELLO_AGAIN_SECONDS, self._hello_overdue, held, epoch)
 
-    def _hello_overdue(self, held: Held, epoch: str) -> None:
+    def _hellos_overdue(self, asked: list[Held], epoch: str) -> None:
         """A page that did not say hello again (one of an older version) reconnects instead."""
-        if held.awaiting_hello and held.epoch == epoch and held.opened.conn in self.held:
-            self.background.spawn(self._close(held, CLOSE_SCHEDULER_CHANGED, "the scheduler changed"))
+        for held in asked:
+            if held.awaiting_hello and held.epoch == epoch and held.opened.conn in self.held:
+                self.background.spawn(self._close(held, CLOSE_SCHEDULER_CHANGED, "the scheduler changed"))
 
     def _turn_peers(self, message: e.TurnPeers) -> None:
         announced = self.turn.announced

@@ -10,6 +10,7 @@ reconnect through another edge, are taken back without waiting out their pings.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import uuid
@@ -48,11 +49,25 @@ class RemoteSocket:
         self.user = opened.principal
         self.client = Address(opened.client)
         self.headers: dict[str, str] = {}
-        self.inbox: asyncio.Queue[dict] = asyncio.Queue(INBOX_LIMIT)
+        # Not an asyncio.Queue: one reader and no waiting writer need a deque and a future, where a
+        # Queue is six objects for every socket of the fleet (and its put and get cost more).
+        self.inbox: collections.deque[dict] = collections.deque()
+        self.reader: asyncio.Future | None = None  # the session, waiting for a frame
         self.closed = False
 
     async def receive(self) -> dict:
-        return await self.inbox.get()
+        while not self.inbox:
+            self.reader = asyncio.get_running_loop().create_future()
+            try:
+                await self.reader
+            finally:
+                self.reader = None
+        return self.inbox.popleft()
+
+    def _put(self, event: dict) -> None:
+        self.inbox.append(event)
+        if self.reader is not None and not self.reader.done():
+            self.reader.set_result(None)
 
     async def send_data(self, data: str | bytes, mode: str = "text") -> None:
         if self.closed:
@@ -75,18 +90,16 @@ class RemoteSocket:
             return
         self.closed = True
         self.link.sockets.pop(self.conn, None)
-        with contextlib.suppress(asyncio.QueueFull):
-            self.inbox.put_nowait({"type": "websocket.disconnect", "code": 1006})
+        self._put({"type": "websocket.disconnect", "code": 1006})  # even past INBOX_LIMIT: the last
 
     def deliver(self, frame: e.Frame) -> None:
-        try:
-            if frame.text is not None:
-                self.inbox.put_nowait({"type": "websocket.receive", "text": frame.text})
-            else:
-                self.inbox.put_nowait({"type": "websocket.receive", "bytes": frame.data or b""})
-        except asyncio.QueueFull:
+        if len(self.inbox) >= INBOX_LIMIT:
             log.warning("worker socket %s sent more than its session could read; closing it", self.conn)
             self.close_now(CLOSE_FLOODED, "too many messages")
+        elif frame.text is not None:
+            self._put({"type": "websocket.receive", "text": frame.text})
+        else:
+            self._put({"type": "websocket.receive", "bytes": frame.data or b""})
 
 
 class EdgeLink:
@@ -132,20 +145,22 @@ class EdgeLink:
     def send(self, edge: str, message: e.Down) -> None:
         self.outbox.put(self.channels.down(edge), message)
 
-    # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process). Each
-    # goes alone: a page may hear of a peer's addresses (a signal) only after the relays may reach them.
+    # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process). An
+    # announcement goes alone: a page may hear of a peer's addresses (a signal) only after the relays
+    # may reach them. A worker's stay and leave keep their order on the turn channel, and may go
+    # sooner than what was queued before them on others (a leave only starts its grace): they join,
+    # so a fleet saying hello to a new leader is not one Redis message a hello for every edge.
 
     def candidates_announced(self, event: CandidatesAnnounced) -> None:
-        self._turn(e.TurnPeers("announce", event.worker.worker_id, event.addresses))
+        self.outbox.put(
+            self.channels.turn, e.TurnPeers("announce", event.worker.worker_id, event.addresses), alone=True
+        )
 
     def worker_joined(self, event: WorkerJoined) -> None:
-        self._turn(e.TurnPeers("stay", event.worker.worker_id))
+        self.outbox.put(self.channels.turn, e.TurnPeers("stay", event.worker.worker_id))
 
     def worker_left(self, event: WorkerLeft) -> None:
-        self._turn(e.TurnPeers("leave", event.worker.worker_id))
-
-    def _turn(self, peers: e.TurnPeers) -> None:
-        self.outbox.put(self.channels.turn, peers, alone=True)
+        self.outbox.put(self.channels.turn, e.TurnPeers("leave", event.worker.worker_id))
 
     async def _up(self, _channel: str, payload: bytes) -> None:
         try:

@@ -32,7 +32,7 @@ from appliance.events import (
 )
 from appliance.fleet import protocol as p
 from appliance.fleet.candidates import sdp_addresses, signal_addresses
-from appliance.fleet.probe import probe
+from appliance.fleet.probe import Place, probe
 from appliance.fleet.registry import BUSY_PING_SECONDS, PING_SECONDS, Fleet, Worker
 from appliance.fleet.transfers import Transfer
 
@@ -84,6 +84,7 @@ class Session:
         self.next_id = 0
         self.answers: dict[int, asyncio.Future[str]] = {}
         self.background = BackgroundTasks("worker connection")  # pings and the connectivity probe
+        self.probe_place: Place | None = None  # in the fleet's line for a probe, until it runs
 
     async def send(self, message: object) -> None:
         if isinstance(message, p.Frame):
@@ -119,7 +120,6 @@ class Session:
     async def run(self) -> None:
         opened = self.fleet.connections.setdefault(self.principal.credential_hash, set())
         opened.add(self)
-        self.background.paced(self._until_next_ping, self._ping)
         self.receiver = asyncio.current_task()
         try:
             await self._read()
@@ -133,6 +133,8 @@ class Session:
             opened.discard(self)
             if not opened:
                 self.fleet.connections.pop(self.principal.credential_hash, None)
+            if self.probe_place is not None:
+                self.probe_place.give_up()
             await self.background.cancel()
             if self.worker is not None:
                 await self._leave(self.worker)
@@ -147,8 +149,11 @@ class Session:
 
     async def _read(self) -> None:
         while True:
-            timeout = HELLO_TIMEOUT if self.worker is None else None
-            event = await asyncio.wait_for(self.socket.receive(), timeout)
+            if self.worker is None:
+                async with asyncio.timeout(HELLO_TIMEOUT):  # no task of its own, as wait_for makes
+                    event = await self.socket.receive()
+            else:
+                event = await self.socket.receive()
             if event["type"] == "websocket.disconnect":
                 return
             raw = event.get("text")
@@ -321,8 +326,12 @@ class Session:
             )
         )
         await self.fleet.events.publish(WorkerJoined(worker, message.blobs, tuple(message.tasks)))
-        # After the welcome, so the page has its ICE servers before the offer arrives.
-        self.background.spawn(self._probe())
+        # Pinged from now on: its hello says it lives, so the first ping comes a period later (a fleet
+        # saying hello to a new leader at once does not answer a ping each a second after).
+        self.background.paced(self._until_next_ping, self._ping)
+        # After the welcome, so the page has its ICE servers before the offer arrives. It waits its
+        # turn as a place in the fleet's line, not as a task of its own (a whole fleet waits there).
+        self.probe_place = self.fleet.probe_turns.take(self._start_probe)
 
     async def _replace(self, worker: Worker) -> bool:
         """A hello from the page (same account and page load) another connection of the fleet still
@@ -347,8 +356,14 @@ class Session:
         await self.send(p.ProbeOffer(id=self.next_id, sdp=offer_sdp))
         return await answer
 
+    def _start_probe(self) -> None:
+        """Its turn came: the probe runs, and hands the turn on however it ends (even cancelled
+        before it started)."""
+        self.probe_place = None
+        self.background.spawn(self._probe()).add_done_callback(lambda _: self.fleet.probe_turns.done())
+
     async def _probe(self) -> None:
-        connectivity, rtt = await probe(self._exchange, self.fleet.probe_turns)
+        connectivity, rtt = await probe(self._exchange)
         if self.worker is not None:
             self.worker.connectivity = connectivity
             self.worker.probe_rtt_ms = rtt
@@ -358,7 +373,7 @@ class Session:
         """A worker serving a run is pinged every BUSY_PING_SECONDS; any other every PING_SECONDS, or
         as soon as it starts serving one."""
         worker = self.worker
-        if worker is None or worker.busy:  # before hello: look again soon (it comes at once)
+        if worker.busy:
             await asyncio.sleep(BUSY_PING_SECONDS)
             return
         loop = asyncio.get_running_loop()
@@ -372,8 +387,6 @@ class Session:
 
     async def _ping(self) -> None:
         worker = self.worker
-        if worker is None:
-            return
         now = time.monotonic()
         if self.unanswered_since is not None and worker.last_seen >= self.unanswered_since:
             self.unanswered_since = None  # it said something since

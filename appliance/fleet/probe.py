@@ -12,7 +12,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
@@ -28,52 +28,56 @@ RELAY = "relay"
 UNREACHABLE = "unreachable"
 
 
+class Place:
+    """A place in Turns' line: ``start`` is called when its turn comes, unless it gave up first."""
+
+    __slots__ = ("start",)
+
+    def __init__(self, start: Callable[[], object]):
+        self.start: Callable[[], object] | None = start
+
+    def give_up(self) -> None:
+        """Leave the line in O(1): the place stays until it is skipped."""
+        self.start = None
+
+
 class Turns:
     """At most ``limit`` at once, the others waiting in arrival order. Not asyncio.Semaphore: a waiter
     that gives up (a worker that left before its probe) removes itself from the Semaphore's queue by
     a scan of it, and a fleet of tens of thousands waits there (the edge of 10,000 sockets that dies,
-    or a whole fleet at a restart, costs a scan of the queue each)."""
+    or a whole fleet at a restart, costs a scan of the queue each). Nor a task per waiter: a place
+    in line is one small object, where a waiting task held ~25 (its coroutines, futures, context)."""
 
     def __init__(self, limit: int):
         self.free = limit
-        # Handed a turn when it comes; one that gave up stays here until it is skipped.
-        self.waiting: collections.deque[asyncio.Future] = collections.deque()
+        self.waiting: collections.deque[Place] = collections.deque()
 
-    @contextlib.asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
+    def take(self, start: Callable[[], object]) -> Place:
+        """``start()`` is called once a turn is the caller's (at once if one is free); whoever holds a
+        turn hands it on with done()."""
+        place = Place(start)
         if self.free > 0:  # then nobody waits: a turn freed goes to the first live waiter first
             self.free -= 1
+            place.start = None
+            start()
         else:
-            handed = asyncio.get_running_loop().create_future()
-            self.waiting.append(handed)
-            try:
-                await handed
-            except asyncio.CancelledError:
-                if handed.done() and not handed.cancelled():
-                    self._pass()  # handed its turn just as it gave up: the next one takes it
-                raise
-        try:
-            yield
-        finally:
-            self._pass()
+            self.waiting.append(place)
+        return place
 
-    def _pass(self) -> None:
+    def done(self) -> None:
+        """A turn ends: the first waiter still in line takes it."""
         while self.waiting:
-            handed = self.waiting.popleft()
-            if not handed.done():
-                handed.set_result(None)
+            place = self.waiting.popleft()
+            if (start := place.start) is not None:
+                place.start = None
+                start()
                 return
         self.free += 1
 
 
-async def probe(exchange: Callable[[str], Awaitable[str]], turns: Turns) -> tuple[str, float | None]:
-    """(connectivity, round-trip ms). ``exchange`` sends our SDP offer to the worker and returns its answer;
-    ``turns`` (the fleet's, CONCURRENT_PROBES) bounds the probes running at once."""
-    async with turns.turn():
-        return await _probe_now(exchange)
-
-
-async def _probe_now(exchange: Callable[[str], Awaitable[str]]) -> tuple[str, float | None]:
+async def probe(exchange: Callable[[str], Awaitable[str]]) -> tuple[str, float | None]:
+    """(connectivity, round-trip ms). ``exchange`` sends our SDP offer to the worker and returns its
+    answer. Run it with a turn of the fleet's Turns (CONCURRENT_PROBES at once)."""
     # No ICE servers on our side: the appliance is the server, its host candidates are what workers reach.
     pc = RTCPeerConnection()
     try:

@@ -112,7 +112,11 @@ class DataNodes:
     async def _reconcile_joined(self, joined: list[tuple[Worker, list[str]]]) -> None:
         recorded = await namenode.blobs_held_by_each([worker.worker_id for worker, _ in joined])
         for worker, reported in joined:  # each on its own: a slow tab holds up no other
-            self._spawn(self._reconcile(worker, reported, recorded[worker.worker_id]))
+            if reported or recorded[worker.worker_id]:
+                self._spawn(self._reconcile(worker, reported, recorded[worker.worker_id]))
+            else:  # nothing to reconcile (most of a fleet): no task each
+                worker.blobs = worker.bytes_held = 0
+        self.wake.set()
 
     async def _reconcile(self, worker: Worker, reported: list[str], recorded_shas: list[str]) -> None:
         """After a (re)connect: what the tab holds is what counts."""

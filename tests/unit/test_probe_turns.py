@@ -3,46 +3,36 @@ and a worker that leaves while it waits gives up its place without holding up th
 
 from __future__ import annotations
 
-import asyncio
-
 from appliance.fleet.probe import Turns
 
 
-async def test_probes_take_turns_in_arrival_order_and_one_that_gives_up_is_skipped():
-    turns, order, release = Turns(2), [], asyncio.Event()
-
-    async def probe(name: str) -> None:
-        async with turns.turn():
-            order.append(name)
-            await release.wait()
-
-    tasks = {name: asyncio.create_task(probe(name)) for name in "abcdef"}
-    await asyncio.sleep(0)
+def test_probes_take_turns_in_arrival_order_and_one_that_gives_up_is_skipped():
+    turns, order = Turns(2), []
+    places = {name: turns.take(lambda name=name: order.append(name)) for name in "abcdef"}
     assert order == ["a", "b"]  # two at once; the others wait
-    tasks["c"].cancel()  # its worker left before its turn
-    tasks["d"].cancel()
-    release.set()
-    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    places["c"].give_up()  # its worker left before its turn
+    places["d"].give_up()
+    turns.done()  # a's probe ended
+    assert order == ["a", "b", "e"]
+    for _ in range(3):
+        turns.done()
     assert order == ["a", "b", "e", "f"]
     assert turns.free == 2 and not turns.waiting
 
 
-async def test_a_turn_handed_to_a_waiter_that_gives_up_at_that_moment_goes_to_the_next():
+def test_a_turn_is_handed_on_from_inside_a_start_and_a_place_given_up_after_its_turn_changes_nothing():
     turns, order = Turns(1), []
-    held = asyncio.Event()
 
-    async def probe(name: str) -> None:
-        async with turns.turn():
-            order.append(name)
-            if name == "a":
-                await held.wait()
+    def start(name: str) -> None:
+        order.append(name)
+        if name == "b":  # its probe could not start: it hands the turn on at once
+            turns.done()
 
-    first, second, third = (asyncio.create_task(probe(name)) for name in "abc")
-    await asyncio.sleep(0)
-    held.set()
-    await asyncio.sleep(0)  # "a" ran and passed its turn to "b", which has not run since
-    assert first.done() and order == ["a"]
-    second.cancel()
-    await asyncio.gather(second, third, return_exceptions=True)
-    assert order == ["a", "c"]
+    first = turns.take(lambda: start("a"))
+    turns.take(lambda: start("b"))
+    turns.take(lambda: start("c"))
+    first.give_up()  # it had its turn already
+    turns.done()
+    assert order == ["a", "b", "c"]
+    turns.done()
     assert turns.free == 1 and not turns.waiting

@@ -225,7 +225,7 @@ class Staging:
             return  # the socket closed; worker_left reschedules the task
         run.transfers.streams.add(task.id)
         for producer in execution.producers(task):
-            if producer.state == "done":
+            if producer.state == "done" and self._unfed(run, task, producer):
                 self.shared.spawn(self._feed(run, task, producer))
 
     def feed_consumers(self, run: LiveRun, producer: Task) -> None:
@@ -235,8 +235,15 @@ class Staging:
             return
         for rank in range(execution.worker_count):
             consumer = execution.task(producer.group, producer.stage + 1, rank)
-            if consumer.id in run.transfers.streams:
+            if consumer.id in run.transfers.streams and self._unfed(run, consumer, producer):
                 self.shared.spawn(self._feed(run, consumer, producer))
+
+    @staticmethod
+    def _unfed(run: LiveRun, task: Task, producer: Task) -> bool:
+        """The streaming reduce still awaits the producer's pieces and nobody feeds them yet (_feed
+        asks again once it runs): a task is spawned only then, not for each producer of each reduce."""
+        index = run.execution.producer_index(producer)
+        return index in task.awaiting and (task.id, index) not in run.transfers.feeding
 
     async def _feed(self, run: LiveRun, task: Task, producer: Task) -> None:
         """Copy a done producer's pieces to a streaming reduce's worker (unless there already or on
@@ -245,7 +252,7 @@ class Staging:
         index = run.execution.producer_index(producer)
         key = (task.id, index)
         worker = self.fleet.get(task.worker_id or "")
-        if key in run.transfers.feeding or worker is None or index not in task.awaiting:
+        if worker is None or not self._unfed(run, task, producer):
             return
         execution, attempt, outputs = run.execution, task.attempt, producer.outputs
         run.transfers.feeding.add(key)
