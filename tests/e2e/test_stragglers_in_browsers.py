@@ -409,8 +409,15 @@ def test_a_browser_stopped_mid_task_is_taken_over_in_seconds(
     # The stopped task sleeps 8 s (the stop lands in its sleep even on a loaded machine, where the
     # appliance stores logs once a second and the test polls them), then fetches.
     reduce = stage == "reduce"
+    # Stopped in its reduce, the tab must still hold its rank then: maps too short to be found lagging
+    # (a backup that outran its map would take the rank, and the reduce, elsewhere).
     script = job_script(
-        urls, timeout=timeout, map_ms=0 if reduce else 8000, reduce_ms=8000 if reduce else 4000, reduce_fetches=reduce
+        urls,
+        timeout=timeout,
+        rounds=ROUNDS // 20 if reduce else ROUNDS,
+        map_ms=0 if reduce else 8000,
+        reduce_ms=8000 if reduce else 4000,
+        reduce_fetches=reduce,
     )
     run_id = start(api, f"stopped-browser-{stage}", script)
     assert lone.renderers(), "the lone Chromium has no renderer process"
@@ -540,8 +547,8 @@ def test_a_throttled_tabs_range_is_cut_to_the_chunk_it_is_in(appliance, api, adm
     slow by how many of its records it has reached; once other tabs are free, its page is asked to
     split and answers at once, though its job computes without awaiting: it keeps the chunk it is
     in, the free tabs take the rest (or its range starts again on a free tab), and it takes no
-    chunk of theirs. The throttled tab runs fewer chunks than any other, the counts are right, and
-    the stage page shows the ranges with the chunks they ran."""
+    chunk of theirs. The throttled tab runs the chunk it was in at most (or fewer than any other),
+    the counts are right, and the stage page shows the ranges with the chunks they ran."""
     # A tab the appliance has no speed estimate for (the lone tab's is low from the tests before, and
     # the cut by speed would give its rank nothing to read).
     straggler.close(straggler.tabs[0])
@@ -566,7 +573,8 @@ def test_a_throttled_tabs_range_is_cut_to_the_chunk_it_is_in(appliance, api, adm
         f"SELECT worker_id, chunks FROM jobs_task WHERE run = {run_id} AND stage = 0 AND state = 'done'"
     ):
         ran[worker] = ran.get(worker, 0) + chunks
-    assert all(ran.get(slow, 0) < n for worker, n in ran.items() if worker != slow), (ran, log)
+    mine, others = ran.get(slow, 0), [n for worker, n in ran.items() if worker != slow]
+    assert mine <= 1 or mine < min(others), (ran, log)  # the chunk it was in, or less than any other
     stage = admin.get(f"/ui/runs/{run_id}/stages/A/0").text
     assert re.search(r"\d+ · chunks \d+–\d+", stage), stage
     assert "Chunks done" in stage
