@@ -621,6 +621,8 @@ class RunExecution(Stragglers, Agreement):
         for c in range(chunk, task.covers):
             self.groups[task.group].tasks[(task.stage, task.rank, c)].covered_by = None
         task.covers, task.split = chunk, 0
+        # Its records are those of the chunks it keeps: its pace, and its browser's speed, count those.
+        task.work = sum(o.records for o in self.inputs(task))
         self.changes += 1
         return True
 

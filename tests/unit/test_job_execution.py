@@ -778,3 +778,16 @@ def test_a_browser_far_slower_than_the_rest_takes_no_chunk_of_another_rank():
     assert [(t.rank, t.chunk, w) for t, w in run.ready()] == [(1, 2, "slow")]  # speeds not known: it takes them
     speeds = {"slow": 0.2, "fast": 1.0, "mid": 0.9}
     assert run.ready(speeds.get) == [] and run.take_splits() == []
+
+
+def test_a_range_split_counts_the_records_of_the_chunks_it_keeps():
+    """A range's records (its pace, and its browser's speed estimate, are per record) shrink to those of
+    the chunks it keeps when it splits: counted whole, a slow browser whose range was cut would look
+    as fast as one that read everything."""
+    run = RunExecution(1, spec("map", "reduce", workers=2, chunks="auto"))
+    started(run, ["w0", "w1"])
+    finish(run, run_ready(run)[0], list(range(8)), holder="w1")  # one record a chunk
+    ranges = {t.rank: t for t in run_ready(run)}  # running: their inputs are in place
+    assert ranges[0].work == CHUNKS_PER_RANK
+    assert run.split_at(ranges[0], 1)
+    assert ranges[0].work == 1
