@@ -8,7 +8,7 @@ import time
 import pytest
 
 from appliance.jobs import checkpoints
-from appliance.jobs.engine.speeds import HALF_LIFE_SECONDS, Speeds, own_pace, time_left
+from appliance.jobs.engine.speeds import HALF_LIFE_SECONDS, Speeds, own_pace, task_seconds, time_left
 from appliance.jobs.execution import INPUT_STAGE, SHARE_SCALE, Output, RunExecution
 from appliance.jobs.spec import JobSpec, StageSpec
 
@@ -154,13 +154,14 @@ def test_a_running_task_that_says_how_far_it_has_read_is_judged_by_its_own_pace(
     speeds.finished(run, maps[0])
     run.start(maps[1], "slow", now=1.0)
     run.running(maps[1], now=1.0)
-    assert time_left(speeds, run, maps[1], 7.5) == pytest.approx(-5.5)  # by the estimates: 1 s, overdue
+    whole = task_seconds(speeds, run, maps[1])  # 1 s at the stage's pace
+    assert time_left(speeds, maps[1], 7.5, whole) == pytest.approx(-5.5)  # by the estimates: 1 s, overdue
     maps[1].read, maps[1].read_at = 3, 7.5
     assert own_pace(maps[1]) == pytest.approx(2.4)
-    assert time_left(speeds, run, maps[1], 7.5) == pytest.approx(18.0)
-    assert time_left(speeds, run, maps[1], 9.5) == pytest.approx(16.0)  # two seconds on since it said so
+    assert time_left(speeds, maps[1], 7.5, whole) == pytest.approx(18.0)
+    assert time_left(speeds, maps[1], 9.5, whole) == pytest.approx(16.0)  # two seconds on since it said so
     maps[1].read, maps[1].read_at = 1, 1.1
-    assert time_left(speeds, run, maps[1], 1.1) == pytest.approx(0.9)  # by the estimates: 1 s in all
+    assert time_left(speeds, maps[1], 1.1, whole) == pytest.approx(0.9)  # by the estimates: 1 s in all
     # A task whose page says nothing of its reading (a reduce, an input read as an array): estimates.
     maps[1].read = 0
     assert own_pace(maps[1]) is None

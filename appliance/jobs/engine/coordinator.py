@@ -282,11 +282,13 @@ class Coordinator:
         speeds, execution = self.shared.speeds, run.execution
 
         def split(task: Task) -> tuple[float, float] | None:
-            if (left := time_left(speeds, execution, task, clock)) is None:
+            per_record = speeds.seconds_per_record(execution, task)
+            whole = None if per_record is None else per_record * task.work
+            if (left := time_left(speeds, task, clock, whole)) is None:
                 return math.inf, 0.5
             if left <= SPLIT_MIN_SECONDS:
                 return None
-            per_record, rest = speeds.seconds_per_record(execution, task), task.work - task.read
+            rest = task.work - task.read
             typical = per_record * rest if per_record and rest > 0 else None
             return left, 0.5 if typical is None else min(0.5, typical / (typical + left))
 

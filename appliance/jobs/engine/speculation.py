@@ -131,7 +131,7 @@ class Speculation:
             mine = whole / (pace * task.work)  # its speed on this task so far
         if theirs < OUTPACED_SPEEDUP * mine:
             return None
-        left, there = time_left(speeds, execution, task, clock) or 0.0, whole / theirs
+        left, there = time_left(speeds, task, clock, whole) or 0.0, whole / theirs
         if left < OUTPACED_SPEEDUP * there + OUTPACED_COPY_SECONDS:
             return None
         return (
@@ -143,7 +143,7 @@ class Speculation:
         """A range ``helper`` would run whole well before its slow browser ends what it has left: rather
         than a backup, whose output would overlap the chunks free workers split off it, the range starts
         again on ``helper`` (which takes the rank when the slow browser held it), and free workers split
-        it there, where the page answers a split at once (a slow page answers at its job's next await)."""
+        it there."""
         execution, slow = run.execution, task.worker_id or ""
         self.shared.speeds.outran(execution, task, slow, clock - task.launched)
         self.shared.send(slow, p.TaskCancel(task_id=task.id))

@@ -97,14 +97,15 @@ def own_pace(task: Task) -> float | None:
     return max(task.read_at - task.launched - REPORT_SLACK_SECONDS, 0.0) / (task.read - 0.5)
 
 
-def time_left(speeds: Speeds, execution: RunExecution, task: Task, clock: float) -> float | None:
-    """Seconds the running task has left on its browser: by the speed estimates, or by its own pace once
-    its page says how far it has read, whichever says more (a browser may be slower today than its
-    estimate); None before either is known."""
+def time_left(speeds: Speeds, task: Task, clock: float, whole: float | None) -> float | None:
+    """Seconds the running task has left on its browser: by the speed estimates (``whole``, its
+    task_seconds, which its caller has at hand), or by its own pace once its page says how far it has
+    read, whichever says more (a browser may be slower today than its estimate); None before either is
+    known."""
     known = []
     if (pace := own_pace(task)) is not None:
         known.append(pace * (task.work - task.read + 0.5) - (clock - task.read_at))
-    if (whole := task_seconds(speeds, execution, task)) is not None:
+    if whole is not None:
         known.append(whole / speeds.of(task.worker_id or "") - (clock - task.launched))
     return max(known, default=None)
 
