@@ -552,9 +552,8 @@ class RunExecution(Stragglers, Agreement):
         # Free workers with nothing of their own, per group, that a range taken now leaves chunks to.
         sharing = Counter(group.letter for group in free.values()) if self.ranged and not self.talking else Counter()
         for task, worker in own:
-            self._share(task, sharing[task.group])
             found.append((task, worker))
-            taken.update(self._range_of(task))
+            taken.update(self._claim(task, sharing[task.group]))
         if self.talking:
             return found  # each rank's tasks run on its own worker, which its peers message
         idle: dict[str, int] = {}  # group -> its free workers left with nothing to take
@@ -565,9 +564,8 @@ class RunExecution(Stragglers, Agreement):
                 idle[letter] = idle.get(letter, 0) + 1
                 continue
             sharing[letter] -= 1
-            self._share(task, sharing[letter])
             found.append((task, worker))
-            taken.update(self._range_of(task))
+            taken.update(self._claim(task, sharing[letter]))
             occupied.add(worker)
         if self.ranged:
             for letter, count in idle.items():
@@ -631,12 +629,15 @@ class RunExecution(Stragglers, Agreement):
         tasks = self.groups[task.group].tasks
         return [tasks[(task.stage, task.rank, c)] for c in range(task.chunk + 1, task.covers)]
 
-    def _share(self, task: Task, others: int) -> None:
-        """A range taken while ``others`` free workers of its group have nothing to take covers its
-        share of the waiting chunks only, so they take the rest in the same round instead of waiting
-        to split it (a page answers a split only between its chunks)."""
-        if others > 0 and (waiting := len(self._range_of(task))) > 1:
-            task.span = -(-waiting // (others + 1))
+    def _claim(self, task: Task, others: int) -> list[Task]:
+        """The chunks a task taken now will cover (_range_of): while ``others`` free workers of its group
+        have nothing to take, only its share of the waiting chunks (``span``), so they take the rest
+        in the same round instead of asking it to split."""
+        claimed = self._range_of(task)
+        if others > 0 and len(claimed) > 1:
+            task.span = -(-len(claimed) // (others + 1))
+            claimed = claimed[: task.span]
+        return claimed
 
     def _range_of(self, task: Task) -> list[Task]:
         """The task and the chunks it would cover if it started now: its rank's waiting chunks after
