@@ -912,9 +912,7 @@
     if (!range.gated || at < 0) return true;
     const {reply} = request({type: 'enter', chunk: range.starts[at][0]});
     if ((await reply).ok !== true) {
-      range.stop = range.starts[at][0];
-      range.end = i;
-      range.starts = range.starts.slice(0, at);
+      stopBefore(range, at);
       return false;
     }
     const next = range.starts[at + 1]?.[1] ?? range.end;
@@ -942,13 +940,18 @@
     if (!range) return post({type: 'split-at', chunk: 0});  // not a range: it cannot split
     const next = range.starts.findIndex(([chunk, first]) => chunk >= before && first > range.at);
     if (!range.whole && Number.isInteger(before) && next > 0) {
-      range.stop = range.starts[next][0];
-      range.end = range.starts[next][1];
-      range.starts = range.starts.slice(0, next);
+      stopBefore(range, next);
       // However the job goes on to read x, it sees the range's records only (gated: x holds no more).
       if (!range.gated) range.records.length = range.end;
     }
     post({type: 'split-at', chunk: range.stop});
+  }
+
+  // The range ends before its chunk starts[k] (a split).
+  function stopBefore(range, k) {
+    range.stop = range.starts[k][0];
+    range.end = range.starts[k][1];
+    range.starts = range.starts.slice(0, k);
   }
 
   // Decodes inputs into groups (shuffle.groups()): the record and group functions of readInputs.
