@@ -546,9 +546,10 @@ def test_a_throttled_tabs_range_is_cut_to_the_chunk_it_is_in(appliance, api, adm
     """The default chunks: each map runs its rank's chunks as one range. A tab throttled 10x is found
     slow by how many of its records it has reached; once other tabs are free, its page is asked to
     split and answers at once, though its job computes without awaiting: it keeps the chunk it is
-    in, the free tabs take the rest (or its range starts again on a free tab), and it takes no
-    chunk of theirs. The throttled tab runs the chunk it was in at most (or fewer than any other),
-    the counts are right, and the stage page shows the ranges with the chunks they ran."""
+    in, the free tabs take the rest (or its range starts again on a free tab, or, when it starts
+    late, the free tabs share its chunks and back up its one), and it takes no chunk of theirs. The
+    throttled tab runs the chunk it was in at most (or fewer than any other), the counts are right,
+    and the stage page shows the ranges with the chunks they ran."""
     # A tab the appliance has no speed estimate for (the lone tab's is low from the tests before, and
     # the cut by speed would give its rank nothing to read).
     straggler.close(straggler.tabs[0])
@@ -567,7 +568,10 @@ def test_a_throttled_tabs_range_is_cut_to_the_chunk_it_is_in(appliance, api, adm
     assert output(api, run_id) == {word: 4 * n for word, n in expected.items()}
     cut = re.search(rf"on worker {slow} stops before chunk \d+: free workers take the rest", log)
     again = re.search(rf"on worker {slow} is slower than worker .*: it starts again on worker", log)
-    assert cut or again, log
+    # On a loaded machine the throttled tab's range can start late (its input copies slowly): the free
+    # tabs, done with theirs, share its chunks when it is handed out, and its one chunk gets a backup.
+    shared = re.search(rf"\(chunk\d+ of \d+\) of group A on worker {slow} is [^\n]*: a backup attempt starts", log)
+    assert cut or again or shared, log
     ran: dict[str, int] = {}
     for worker, chunks in appliance.query(
         f"SELECT worker_id, chunks FROM jobs_task WHERE run = {run_id} AND stage = 0 AND state = 'done'"
