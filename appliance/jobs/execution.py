@@ -526,16 +526,18 @@ class RunExecution(Stragglers, Agreement):
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
         the fastest workers first (``faster``: a worker's speed, higher is faster), none under a third
-        of the run's fastest. A streaming
-        reduce waiting for its input does not keep its worker: a worker holding two ranks runs the
-        map whose output its own reduce waits for. A range claims the chunks it will cover; free
-        workers left with nothing ask ranges to split (not those of workers ``away``; ``splits`` says
-        how much a range has left and what share of its chunks it keeps, or None: too little left)."""
+        of the run's fastest (which leaves its own tasks after the first stage to faster ones too,
+        _left_to_faster). A streaming reduce waiting for its input does not keep its worker: a worker
+        holding two ranks runs the map whose output its own reduce waits for. A range claims the
+        chunks it will cover; free workers left with nothing ask ranges to split (not those of
+        workers ``away``; ``splits`` says how much a range has left and what share of its chunks it
+        keeps, or None: too little left)."""
         found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         taken: set[Task] = set()
         free: dict[str, Group] = {}  # a free worker with nothing of its own -> its group
         own: list[tuple[Task, str]] = []
+        fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
         for group in self.groups.values():
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied:
@@ -544,10 +546,11 @@ class RunExecution(Stragglers, Agreement):
                 if task is None:
                     free.setdefault(worker, group)
                     continue
+                if self._left_to_faster(task, faster(worker), fastest):
+                    continue
                 own.append((task, worker))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
         # A browser under SHARE_CUTOFF of the run's fastest takes nothing of another rank's: it would end last.
-        fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
         free = {w: group for w, group in free.items() if w not in occupied and faster(w) >= SHARE_CUTOFF * fastest}
         # Free workers with nothing of their own, per group, that a range taken now leaves chunks to.
         sharing = Counter(group.letter for group in free.values()) if self.ranged and not self.talking else Counter()
@@ -571,6 +574,15 @@ class RunExecution(Stragglers, Agreement):
             for letter, count in idle.items():
                 self._ask_splits(letter, count, away, splits)
         return found
+
+    def _left_to_faster(self, task: Task, speed: float, fastest: float) -> bool:
+        """A reduce (or any task after the first stage) whose rank's browser is under SHARE_CUTOFF of the
+        run's fastest waits for a faster browser to take it (as another rank's next task) once that one
+        is free: a partition is as large on a slow browser as on a fast one, and a fast browser runs
+        two before the slow one ends its one (bench/uneven_fleet.py). Not where ranks talk (each rank
+        runs on its own worker), nor for the first stage, whose input is cut by speed and stolen by
+        range splits."""
+        return not self.talking and task.stage > 0 and speed < SHARE_CUTOFF * fastest
 
     def _ask_splits(
         self,

@@ -780,6 +780,35 @@ def test_a_browser_far_slower_than_the_rest_takes_no_chunk_of_another_rank():
     assert run.ready(speeds.get) == [] and run.take_splits() == []
 
 
+def test_a_browser_far_slower_than_the_rest_leaves_its_reduce_to_a_faster_one():
+    """A reduce partition is as large on a browser under a third of the run's fastest as on the others:
+    its rank's reduce waits for a fast browser to be free and runs there, after that one's own."""
+    run = RunExecution(1, spec("map", "reduce", workers=3))
+    started(run, ["slow", "fast", "mid"])
+    speeds = {"slow": 0.2, "fast": 1.0, "mid": 0.9}
+    finish(run, run_ready(run)[0], [0, 1, 2])
+    for task in run_ready(run):
+        finish(run, task, [0, 1, 2])
+    reduces = {w: t for t, w in run.ready(speeds.get)}
+    assert sorted(reduces) == ["fast", "mid"]  # slow's rank 0 waits: no free browser is fast enough
+    for worker, task in reduces.items():
+        run.start(task, worker)
+        feed(run, task)
+    finish(run, reduces["mid"], [0])
+    assert [(t.rank, t.stage, w) for t, w in run.ready(speeds.get)] == [(0, 1, "mid")]
+
+
+def test_ranks_that_talk_run_their_reduces_on_their_own_browsers_however_slow():
+    talks = spec("map", "reduce", workers=2)
+    talks.stages[1].talks_to_ranks = True  # its source calls sendToRank
+    run = RunExecution(1, talks)
+    started(run, ["slow", "fast"])
+    finish(run, run_ready(run)[0], [0, 1])
+    for task in run_ready(run):
+        finish(run, task, [0, 1])
+    assert sorted(w for _, w in run.ready({"slow": 0.1, "fast": 1.0}.get)) == ["fast", "slow"]
+
+
 def test_a_range_split_counts_the_records_of_the_chunks_it_keeps():
     """A range's records (its pace, and its browser's speed estimate, are per record) shrink to those of
     the chunks it keeps when it splits: counted whole, a slow browser whose range was cut would look
