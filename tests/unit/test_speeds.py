@@ -82,6 +82,20 @@ def test_an_estimate_then_moves_as_a_moving_average():
     assert "c" not in speeds.estimates  # always its stage's first: no yardstick yet
 
 
+def test_a_task_of_few_records_moves_an_estimate_in_proportion_to_its_records():
+    """A small piece of a split range is mostly what every task costs: read slowly, it moves its
+    browser's estimate a fifth as much as a task of its stage's typical size would."""
+    speeds = Speeds()
+    speeds._set("a", 1.0)
+    run = run_of(["c", "b", "a"])
+    maps = cut_input(run, [10, 10, 2])
+    for task, worker, seconds in [(maps[0], "c", 1.0), (maps[1], "b", 1.0), (maps[2], "a", 1.0)]:
+        work(run, task, worker, seconds, 1.0)
+        speeds.finished(run, task)
+    # 2 records/s against the median of 10, 10 and 2: speed 0.2, weighed 0.4 * 2 / 10.
+    assert speeds.of("a") == near(1.0 + 0.4 * 0.2 * (0.2 - 1.0))
+
+
 def test_an_estimate_nothing_renews_goes_back_toward_a_typical_browsers(monkeypatch):
     speeds = Speeds()
     speeds._set("slow", 0.2)

@@ -17,7 +17,11 @@ import time
 from appliance.jobs.execution import INPUT_STAGE, RunExecution, Task
 
 # The weight of a task's speed in its browser's estimate: recent tasks count most (a laptop can be
-# unplugged, a tab hidden), and one odd task does not swing it.
+# unplugged, a tab hidden), and one odd task does not swing it. A task of fewer records than its
+# stage's typical one weighs that much less: its time is mostly what every task costs whatever its
+# input (its sandbox, its output), and the fast browsers are the ones that take the small pieces of
+# split ranges, so counted whole they would drag the fast estimates toward the slow ones
+# (bench/uneven_fleet.py: a 0.25-core browser was cut 29 % of the input beside 36 % for a 0.5-core one).
 WEIGHT = 0.4
 # Below this many finished tasks in a stage its median is not a yardstick yet.
 YARDSTICK_TASKS = 2
@@ -45,22 +49,23 @@ class Speeds:
         """``task`` is done: its worker's estimate moves toward the task's speed."""
         if task.stage == INPUT_STAGE or not task.worker_id or (own := _seconds(task)) is None:
             return
-        rates = _rates(execution, task)
-        if not task.work or len(rates) < YARDSTICK_TASKS:
+        finished = _finished(execution, task)
+        if not task.work or len(finished) < YARDSTICK_TASKS:
             return
-        speed = task.work / max(own, 1e-3) / statistics.median(rates)
+        speed = task.work / max(own, 1e-3) / statistics.median(work / s for work, s in finished)
+        weight = WEIGHT * min(1.0, task.work / statistics.median(work for work, _ in finished))
         before = self.of(task.worker_id) if task.worker_id in self.estimates else None
-        self._set(task.worker_id, speed if before is None else before + WEIGHT * (speed - before))
+        self._set(task.worker_id, speed if before is None else before + weight * (speed - before))
 
     def outran(self, execution: RunExecution, task: Task, worker_id: str, seconds: float) -> None:
         """Another browser's attempt finished ``task`` (done, speeds.finished first) while the attempt of
         ``worker_id``, which still answered, had worked ``seconds`` on it: its speed was at most the
         task's records over that time. A browser outrun by backups every time would otherwise never
         finish a task to be measured by, and keep its old estimate."""
-        rates = _rates(execution, task)
-        if not task.work or not rates:
+        finished = _finished(execution, task)
+        if not task.work or not finished:
             return
-        ceiling = task.work / max(seconds, 1e-3) / statistics.median(rates)
+        ceiling = task.work / max(seconds, 1e-3) / statistics.median(work / s for work, s in finished)
         if ceiling < self.of(worker_id):
             self._set(worker_id, ceiling)
 
@@ -110,9 +115,9 @@ def time_left(speeds: Speeds, task: Task, clock: float, whole: float | None) -> 
     return max(known, default=None)
 
 
-def _rates(execution: RunExecution, task: Task) -> list[float]:
-    """Records per second of each finished task of ``task``'s stage that read any."""
-    return [t.work / s for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t)) and t.work]
+def _finished(execution: RunExecution, task: Task) -> list[tuple[int, float]]:
+    """Records and seconds of each finished task of ``task``'s stage that read any."""
+    return [(t.work, s) for t in execution.groups[task.group].by_stage[task.stage] if (s := _seconds(t)) and t.work]
 
 
 def _seconds(task: Task) -> float | None:
