@@ -28,6 +28,7 @@ reads only task r's output, so it can start as soon as that one task is done).
 from __future__ import annotations
 
 import math
+import statistics
 import string
 import time
 from collections import Counter
@@ -526,12 +527,12 @@ class RunExecution(Stragglers, Agreement):
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
         the fastest workers first (``faster``: a worker's speed, higher is faster), none under a third
-        of the run's fastest (which leaves its own tasks after the first stage to faster ones too,
-        _left_to_faster). A streaming reduce waiting for its input does not keep its worker: a worker
-        holding two ranks runs the map whose output its own reduce waits for. A range claims the
-        chunks it will cover; free workers left with nothing ask ranges to split (not those of
-        workers ``away``; ``splits`` says how much a range has left and what share of its chunks it
-        keeps, or None: too little left)."""
+        of the run's fastest (and one under a third of its typical browser leaves its own tasks after
+        the first stage to faster ones, _left_to_faster). A streaming reduce waiting for its input
+        does not keep its worker: a worker holding two ranks runs the map whose output its own reduce
+        waits for. A range claims the chunks it will cover; free workers left with nothing ask ranges
+        to split (not those of workers ``away``; ``splits`` says how much a range has left and what
+        share of its chunks it keeps, or None: too little left)."""
         found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         taken: set[Task] = set()
@@ -539,6 +540,7 @@ class RunExecution(Stragglers, Agreement):
         own: list[tuple[Task, str]] = []
         fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
         for group in self.groups.values():
+            typical = statistics.median([faster(w) for w in set(group.ranks) if w] or [0.0])
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied:
                     continue
@@ -546,7 +548,7 @@ class RunExecution(Stragglers, Agreement):
                 if task is None:
                     free.setdefault(worker, group)
                     continue
-                if self._left_to_faster(task, faster(worker), fastest):
+                if self._left_to_faster(task, faster(worker), typical):
                     continue
                 own.append((task, worker))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
@@ -575,14 +577,15 @@ class RunExecution(Stragglers, Agreement):
                 self._ask_splits(letter, count, away, splits)
         return found
 
-    def _left_to_faster(self, task: Task, speed: float, fastest: float) -> bool:
-        """A reduce (or any task after the first stage) whose rank's browser is under SHARE_CUTOFF of the
-        run's fastest waits for a faster browser to take it (as another rank's next task) once that one
+    def _left_to_faster(self, task: Task, speed: float, typical: float) -> bool:
+        """A reduce (or any task after the first stage) whose rank's browser is under SHARE_CUTOFF of its
+        group's typical browser (the median estimate: one browser's odd estimate must not leave the
+        others out) waits for a faster browser to take it (as another rank's next task) once that one
         is free: a partition is as large on a slow browser as on a fast one, and a fast browser runs
         two before the slow one ends its one (bench/uneven_fleet.py). Not where ranks talk (each rank
         runs on its own worker), nor for the first stage, whose input is cut by speed and stolen by
         range splits."""
-        return not self.talking and task.stage > 0 and speed < SHARE_CUTOFF * fastest
+        return not self.talking and task.stage > 0 and speed < SHARE_CUTOFF * typical
 
     def _ask_splits(
         self,

@@ -209,15 +209,17 @@ class Reports:
         backup = execution.backups.get(primary)
         racing = [primary, *([backup] if backup else []), *execution.replicas.get(primary, [])]
         stalled = {a.id for a in racing if a is not task and a.stalled}
-        # Since when each other attempt worked: one this attempt outran was at most so fast.
-        launched = {a.worker_id: a.launched for a in racing if a is not task and not a.stalled and a.launched}
+        # How long each other attempt was seen working (launch to its last progress): one this attempt
+        # outran was at most so fast. Not to now: a browser frozen meanwhile (a laptop shut) was not slow.
+        worked = {
+            a.worker_id: a.progressed_at - a.launched for a in racing if a is not task and not a.stalled and a.launched
+        }
         stopped = execution.done(task, outputs, message.emits, message.cpu_ms)
         if primary.state == "done":
             self.shared.speeds.finished(execution, primary)
-            now = time.monotonic()
             for _, loser in stopped:
-                if loser in launched and loser not in run.seats.away:
-                    self.shared.speeds.outran(execution, primary, loser, now - launched[loser])
+                if loser in worked and loser not in run.seats.away:
+                    self.shared.speeds.outran(execution, primary, loser, worked[loser])
             self.staging.prestage(run, primary)
             for done in (primary, *execution.covered(primary)):
                 self.staging.feed_consumers(run, done)
