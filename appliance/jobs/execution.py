@@ -542,8 +542,8 @@ class RunExecution(Stragglers, Agreement):
         for group in self.groups.values():
             typical = statistics.median([faster(w) for w in set(group.ranks) if w] or [0.0])
             for rank, worker in enumerate(group.ranks):
-                if worker is None or worker in occupied:
-                    continue
+                if worker is None or worker in occupied or worker in away:
+                    continue  # a browser away gets nothing until it is back: its rank's chunks wait for others
                 task = next((t for t in group.waiting_now(rank) if self._startable(group, t)), None)
                 if task is None:
                     free.setdefault(worker, group)

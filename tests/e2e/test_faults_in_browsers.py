@@ -515,9 +515,10 @@ def test_a_browser_frozen_in_a_collective_has_the_stage_started_again_with_the_s
 
 def test_a_map_in_chunks_outlives_a_tab_closed_for_good_with_no_spare(api, admin, steady, lone, urls, expected):
     """Four ranks on the four tabs, each rank's input in four chunks (each part of the corpus four
-    times: sixteen items). A shared tab is closed for good once every rank's map runs, and nobody is
-    spare: the run's other browsers take the chunks it had not started, a backup takes the one it
-    ran, and any free browser the tasks of its rank after (no rank waits out the reconnect grace)."""
+    times: sixteen items), run as one range a rank. A shared tab is closed for good once every rank's
+    map runs, and nobody is spare: its range's chunks wait again at once, the run's other browsers
+    share them as they free up, and any free browser takes the tasks of its rank after (no rank
+    waits out the reconnect grace)."""
     all_idle(admin, steady, lone)
     script = job_script(urls * 4, "map", ranks=PARTS).replace("map.chunks = 'rank';", "map.chunks = 'auto';")
     script = script.replace(f"setTimeout(r, {SLEEP_MS})", "setTimeout(r, 1500)")
@@ -535,6 +536,7 @@ def test_a_map_in_chunks_outlives_a_tab_closed_for_good_with_no_spare(api, admin
             steady.add(1)
     assert output(api, run_id) == {word: 4 * n for word, n in expected.items()}
     assert f"worker {gone} disconnected while running {STAGES['map']} on rank {ranks[gone]} (chunk" in log, log
+    assert "its chunks wait for the run's free workers" in log and "waits up to" not in log, log
     ran = [line for line in log_lines(api, run_id) if line["text"] == "map running" and line["rank"] == ranks[gone]]
     assert {line["source"] for line in ran} - {gone}, log  # its rank's chunks ran on the others too
     all_idle(admin, steady, lone)

@@ -164,15 +164,18 @@ async def test_a_run_asking_more_workers_than_are_connected_is_offered_those_con
             await w.close()
     # None connected yet, as right after `peermr worker &`: it waits for the workers to join, then uses them.
     await connected_now(carol, 0)
-    command = ["run", str(script), "--workers", "connected", "--wait"]
-    later = asyncio.create_task(asyncio.to_thread(job, appliance, carol_token, *command))
-    await asyncio.sleep(2)
+    cli = waiting_cli(appliance, carol_token, str(script), "--workers", "connected")
+    # The worker joins once the command says it waits (a loaded machine takes seconds to start Python).
+    said = ""
+    while not said.endswith("waiting for workers to join...\n"):
+        line = await asyncio.wait_for(asyncio.to_thread(cli.stderr.readline), 60)
+        assert line, said  # it ended without saying it waits
+        said += line
     joined = await start_workers(appliance.url, cookie_of(carol_client), 1)
     try:
-        ran = await later
-        assert ran.returncode == 0, ran.stderr
-        assert "waiting for workers to join..." in ran.stderr
-        assert "using the 1 connected worker(s) per group" in ran.stderr
+        _, rest = await asyncio.to_thread(cli.communicate, timeout=60)
+        assert cli.returncode == 0, said + rest
+        assert "using the 1 connected worker(s) per group" in rest
     finally:
         for w in joined:
             await w.close()

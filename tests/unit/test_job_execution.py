@@ -809,6 +809,23 @@ def test_one_browsers_odd_estimate_leaves_no_other_browser_out_of_its_reduce():
     assert sorted(w for _, w in run.ready({"a": 0.8, "b": 1.0, "odd": 7.0}.get)) == ["a", "b", "odd"]
 
 
+def test_a_browser_away_takes_nothing_and_its_ranks_chunks_go_to_the_free_workers():
+    """A range whose browser left waits again (the engine retries it): the browser, away, is given
+    nothing, and the run's free workers share the range's chunks in one round."""
+    run = RunExecution(1, spec("map", "reduce", workers=3, chunks="auto"))
+    started(run, ["gone", "w1", "w2"])
+    finish(run, run_ready(run)[0], list(range(12)), holder="w1")
+    ranges = {t.rank: t for t in run_ready(run)}
+    finish(run, ranges[1], [0, 1, 2])
+    finish(run, ranges[2], [0, 1, 2])
+    run.retry(ranges[0], TaskEvent.WORKER_LOST, "its browser left")
+    for task, worker in run.ready(away={"gone": 0.0}):  # w1 and w2 start their streaming reduces
+        assert worker != "gone"
+        run.start(task, worker)
+    taken = run.ready(away={"gone": 0.0})
+    assert sorted((t.stage, t.rank, t.chunk, w) for t, w in taken) == [(0, 0, 0, "w1"), (0, 0, 2, "w2")]
+
+
 def test_a_group_of_slow_browsers_runs_its_own_reduces():
     """Browsers are weighed within their group, where the reduce would go: a group whose browsers are
     all far slower than another group's has no faster browser to wait for."""

@@ -180,8 +180,9 @@ class Coordinator:
     def _left(self, run: LiveRun, worker: Worker) -> None:
         """A worker of the run disconnected. A rank's task that was running starts again at once on an
         idle worker, as a backup (if the browser comes back with its page still running it, the first
-        to finish wins); a stage whose ranks talk to each other starts again with a replacement. With
-        no idle worker, the rank waits up to the reconnect grace for its browser."""
+        to finish wins), unless it is a range the run's workers can share (_spread_range); a stage
+        whose ranks talk to each other starts again with a replacement. With no idle worker, the rank
+        waits up to the reconnect grace for its browser."""
         holds_rank = run.execution.rank_of(worker.worker_id) is not None
         running = [t for t in run.execution.active if t.worker_id == worker.worker_id and t.state == "running"]
         if not (holds_rank and running):
@@ -208,6 +209,8 @@ class Coordinator:
                 source=FLEET,
             )
             return
+        if self._spread_range(run, worker, task):
+            return
         if self.speculation.stand_in(run, task):
             run.seats.away[worker.worker_id] = time.monotonic()
             return
@@ -223,6 +226,29 @@ class Coordinator:
             level="warn",
             source=FLEET,
         )
+
+    def _spread_range(self, run: LiveRun, worker: Worker, task: Task) -> bool:
+        """A range whose browser left, with no spare outside the run to stand in for it: its chunks wait
+        again, and the run's workers share them as they free up (RunExecution._claim), instead of one
+        running the whole range as a backup or all waiting out the reconnect grace. A browser back
+        within the grace takes its rank's next waiting task; its old attempt's report is not wanted."""
+        execution = run.execution
+        if not execution.splittable(task):
+            return False
+        if (spare := self.placement.extra_worker(run, task)) is not None and spare.run_id is None:
+            return False  # a spare in no run stands in for it (stand_in): the first to finish wins
+        where = run.where(task)
+        run.seats.away[worker.worker_id] = time.monotonic()
+        execution.retry(task, TaskEvent.WORKER_LOST, "its browser left")
+        self.shared.logs.add(
+            run.run_id,
+            f"worker {worker.worker_id} disconnected while running {where}: its chunks wait for the run's "
+            f"free workers (if the browser comes back within {self.settings.job_reconnect_grace_seconds} s, "
+            "it takes its rank's next task)",
+            level="warn",
+            source=FLEET,
+        )
+        return True
 
     def task_message(self, event: TaskMessage) -> None:
         self.reports.task_message(event)
