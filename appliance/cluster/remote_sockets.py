@@ -70,10 +70,16 @@ class RemoteSocket:
             self.reader.set_result(None)
 
     async def send_data(self, data: str | bytes, mode: str = "text") -> None:
-        if self.closed:
+        if not self.send_now(data, mode):
             raise ConnectionError("the socket is closed")
+
+    def send_now(self, data: str | bytes, mode: str = "text") -> bool:
+        """What send_data does, which never waits: the frame is queued for the edge (False: closed)."""
+        if self.closed:
+            return False
         text, binary = (data, None) if mode == "text" else (None, data)
         self.link.send(self.edge, e.Frame(self.conn, text=text, data=binary, epoch=self.link.epoch))
+        return True
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         self.close_now(code, reason)

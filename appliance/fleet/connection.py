@@ -86,13 +86,25 @@ class Session:
         self.background = BackgroundTasks("worker connection")  # pings and the connectivity probe
         self.probe_place: Place | None = None  # in the fleet's line for a probe, until it runs
 
-    async def send(self, message: object) -> None:
+    @staticmethod
+    def _encoded(message: object) -> tuple[str | bytes, str]:
         if isinstance(message, p.Frame):
-            data, mode = p.encode_frame(message), "binary"
-        else:
-            data, mode = p.encoder.encode(message).decode(), "text"
+            return p.encode_frame(message), "binary"
+        return p.encoder.encode(message).decode(), "text"
+
+    async def send(self, message: object) -> None:
+        data, mode = self._encoded(message)
         async with self.lock:
             await self.socket.send_data(data, mode=mode)
+
+    def send_now(self, message: object) -> bool:
+        """Worker.send_now, on a socket with ``send_now`` (cluster/remote_sockets.RemoteSocket): the
+        engine's messages go out without a task each."""
+        if self.lock.locked():  # a send is under way: this one goes after it
+            self.background.spawn(self.send(message))
+            return True
+        data, mode = self._encoded(message)
+        return self.socket.send_now(data, mode)
 
     async def close(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
@@ -305,6 +317,7 @@ class Session:
             client=client_address(self.socket),
             send=self.send,
             close=self.close,
+            send_now=self.send_now if hasattr(self.socket, "send_now") else None,
             blobs=len(message.blobs),
             instance=message.instance,
         )

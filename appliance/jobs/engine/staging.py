@@ -75,6 +75,28 @@ class Staging:
             described = [{"url": cloud.presign_get(run.storage, o.location)} for o in inputs]
         elif (described := await self._staged(run, task, worker, inputs)) is None:
             return
+        assignment = self._launched(run, task, inputs, described)
+        with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
+            await worker.send(assignment)
+
+    def launch_at_once(self, run: LiveRun, task: Try) -> bool:
+        """launch() without a task of its own, when it would wait for nothing: no input to copy (every
+        one on the task's worker already, or none) and a socket that takes the task-assign at once (an
+        edge's, through Redis). False when launch() must run instead."""
+        execution = run.execution
+        worker = self.fleet.get(task.worker_id or "")
+        if worker is None or worker.send_now is None or run.storage is not None or execution.waiting_for_input(task):
+            return False
+        inputs = execution.inputs(task)
+        if inputs and (self._forget_gone_holders(inputs) or any(worker.worker_id not in o.holders for o in inputs)):
+            return False  # a copy first, or an input lost: launch() sees to it
+        cause = execution.transitions.stimulus
+        worker.send_now(self._launched(run, task, inputs, [{"sha256": o.location, "size": o.size} for o in inputs]))
+        execution.transitions.stimulus = cause  # the round's other moves are still the round's
+        return True
+
+    def _launched(self, run: LiveRun, task: Try, inputs: list[Output], described: list[dict]) -> p.TaskAssign:
+        """The task's inputs are in place: it runs from now, and this is its task-assign."""
         for entry, output in zip(described, inputs, strict=True):
             if (chunk := run.execution.chunk_of(task, output)) is not None:
                 entry["chunk"] = chunk  # where a range's page may stop (task-split)
@@ -91,8 +113,7 @@ class Staging:
             )
             note = f"group {task.group}'s input is cut by the speed estimates of its ranks' browsers: {cut}"
             self.shared.logs.add(run.run_id, note, source=FLEET)
-        with contextlib.suppress(Exception):  # the socket closed; worker_left reschedules the task
-            await worker.send(assignment)
+        return assignment
 
     async def _staged(self, run: LiveRun, task: Try, worker: Worker, inputs: list[Output]) -> list[dict] | None:
         """PMRFS inputs copied to the worker: how the task-assign names them, or None when the task
