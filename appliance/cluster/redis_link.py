@@ -73,6 +73,11 @@ class Outbox:
         connection = self.connection
         while True:
             batch = [await self.queue.get()]
+            # One turn of the event loop first: what the tasks and sockets ready now put joins this
+            # write (a frame's reply, a round's task-assigns, the frames that came meanwhile) instead
+            # of going in the next, each write a system call here and a Redis message to parse at
+            # every subscriber.
+            await asyncio.sleep(0)
             while len(batch) < BATCH and not self.queue.empty():
                 batch.append(self.queue.get_nowait())
             commands = connection.pack_commands(
