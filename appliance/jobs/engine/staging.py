@@ -85,7 +85,13 @@ class Staging:
         edge's, through Redis). False when launch() must run instead."""
         execution = run.execution
         worker = self.fleet.get(task.worker_id or "")
-        if worker is None or worker.send_now is None or run.storage is not None or execution.waiting_for_input(task):
+        if worker is None or worker.send_now is None:
+            return False
+        if execution.waiting_for_input(task):  # a streaming reduce copies nothing before its task-assign
+            if worker.send_now(self._streamed(run, task, worker)):
+                self._stream_started(run, task)
+            return True
+        if run.storage is not None:
             return False
         inputs = execution.inputs(task)
         if inputs and (self._forget_gone_holders(inputs) or any(worker.worker_id not in o.holders for o in inputs)):
@@ -226,10 +232,18 @@ class Staging:
         """A reduce whose rank's map is done starts while other maps still run: its task-assign names
         the pieces its worker holds now, and _feed sends each other producer's pieces once that
         producer is done and they are copied, so the page decodes them while the shuffle goes on."""
-        execution = run.execution
         worker = self.fleet.get(task.worker_id or "")
         if worker is None:
             return
+        try:
+            await worker.send(self._streamed(run, task, worker))
+        except Exception:
+            return  # the socket closed; worker_left reschedules the task
+        self._stream_started(run, task)
+
+    def _streamed(self, run: LiveRun, task: Task, worker: Worker) -> p.TaskAssign:
+        """A streaming reduce's task-assign: the pieces its worker holds now, and the producers it awaits."""
+        execution = run.execution
         described = []
         for producer in execution.producers(task):
             pieces = execution.pieces(task, producer)
@@ -240,14 +254,14 @@ class Staging:
         if not task.awaiting:
             execution.running(task)  # every map finished in the meantime
         run.params.task_started(task.group, task.rank, replacement=task.attempt > 0)
-        try:
-            await worker.send(self.assignment(run, task, described, sorted(task.awaiting)))
-        except Exception:
-            return  # the socket closed; worker_left reschedules the task
+        return self.assignment(run, task, described, sorted(task.awaiting))
+
+    def _stream_started(self, run: LiveRun, task: Task) -> None:
+        """Its task-assign went: the producers done since it was made feed it."""
         run.transfers.streams.add(task.id)
-        for producer in execution.producers(task):
+        for producer in run.execution.producers(task):
             if producer.state == "done" and self._unfed(run, task, producer):
-                self.shared.spawn(self._feed(run, task, producer))
+                self._feed_soon(run, task, producer)
 
     def feed_consumers(self, run: LiveRun, producer: Task) -> None:
         """A map is done: the streaming reduces waiting for it get its pieces."""
@@ -257,7 +271,28 @@ class Staging:
         for rank in range(execution.worker_count):
             consumer = execution.task(producer.group, producer.stage + 1, rank)
             if consumer.id in run.transfers.streams and self._unfed(run, consumer, producer):
-                self.shared.spawn(self._feed(run, consumer, producer))
+                self._feed_soon(run, consumer, producer)
+
+    def _feed_soon(self, run: LiveRun, task: Task, producer: Task) -> None:
+        """_feed, at once when it would wait for nothing: the producer's pieces on the reduce's worker
+        already (or none: a producer that emitted nothing for it), and a socket that sends at once.
+        A streaming reduce of R ranks is fed by up to R producers: a task each was most of its cost."""
+        execution = run.execution
+        worker = self.fleet.get(task.worker_id or "")
+        if worker is None or worker.send_now is None or not execution.waiting_for_input(task):
+            self.shared.spawn(self._feed(run, task, producer))
+            return
+        pieces = execution.pieces(task, producer)
+        if pieces and (self._forget_gone_holders(pieces) or any(worker.worker_id not in o.holders for o in pieces)):
+            self.shared.spawn(self._feed(run, task, producer))  # a copy first, or a piece lost
+            return
+        index, cause = execution.producer_index(producer), execution.transitions.stimulus
+        execution.transitions.because(f"fed:{task.id}")
+        if execution.fed(task, index):
+            execution.running(task)
+        described = [{"sha256": o.location, "size": o.size} for o in pieces]
+        worker.send_now(p.TaskInput(task_id=task.id, producer=index, inputs=described))
+        execution.transitions.stimulus = cause
 
     @staticmethod
     def _unfed(run: LiveRun, task: Task, producer: Task) -> bool:
