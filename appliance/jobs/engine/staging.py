@@ -270,7 +270,8 @@ class Staging:
             return
         for rank in range(execution.worker_count):
             consumer = execution.task(producer.group, producer.stage + 1, rank)
-            if consumer.id in run.transfers.streams and self._unfed(run, consumer, producer):
+            # Most consumers await nothing (not started, or fed): the cheapest test first.
+            if consumer.awaiting and consumer.id in run.transfers.streams and self._unfed(run, consumer, producer):
                 self._feed_soon(run, consumer, producer)
 
     def _feed_soon(self, run: LiveRun, task: Task, producer: Task) -> None:
