@@ -116,6 +116,7 @@ class EdgeLink:
         self.url = url  # where edges pass dashboard and API requests
         self.epoch = uuid.uuid4().hex  # this leadership's: edges drop what an earlier leader sends
         self.sockets: dict[str, RemoteSocket] = {}
+        self.downs: dict[str, str] = {}  # edge -> its down channel
         self.client = connect(redis_url)  # connects when first used
         self.channels: e.Channels | None = None  # the installation's, read from the database at start
         self.outbox: Outbox | None = None
@@ -149,7 +150,9 @@ class EdgeLink:
         await self.client.set(self.channels.leader_key, announcement, px=int(e.LEADER_TTL_SECONDS * 1000))
 
     def send(self, edge: str, message: e.Down) -> None:
-        self.outbox.put(self.channels.down(edge), message)
+        if (channel := self.downs.get(edge)) is None:  # its name made once, not at every frame
+            channel = self.downs[edge] = self.channels.down(edge)
+        self.outbox.put(channel, message)
 
     # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process). An
     # announcement goes alone: a page may hear of a peer's addresses (a signal) only after the relays
@@ -197,3 +200,4 @@ class EdgeLink:
             log.warning("edge %s stopped renewing its key: its %d socket(s) leave", edge[:8], len(dropped))
             for socket in dropped:
                 socket.close_now(CLOSE_EDGE_LOST, "its edge stopped renewing its key")
+            self.downs.pop(edge, None)
