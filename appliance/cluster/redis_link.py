@@ -89,9 +89,7 @@ class Outbox:
             # every subscriber.
             await asyncio.sleep(0)
             batch = [queue.popleft() for _ in range(min(len(queue), BATCH))]
-            commands = connection.pack_commands(
-                [("PUBLISH", channel, encode(envelopes)) for channel, envelopes in messages(batch)]
-            )
+            commands = b"".join(publish(channel, encode(envelopes)) for channel, envelopes in messages(batch))
             try:
                 # No health check: its PING would wait for a reply that never comes.
                 await connection.send_packed_command(commands, check_health=False)
@@ -104,6 +102,12 @@ class Outbox:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
         await self.connection.disconnect()
+
+
+def publish(channel: str, payload: bytes) -> bytes:
+    """PUBLISH in Redis's protocol (RESP), as redis-py's pack_command writes it, at a tenth of its cost."""
+    name = channel.encode()
+    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(name), name, len(payload), payload)
 
 
 def messages(batch: list[tuple[str, object, bool]]) -> list[tuple[str, list]]:
