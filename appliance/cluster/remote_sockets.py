@@ -53,6 +53,7 @@ class RemoteSocket:
         # Queue is six objects for every socket of the fleet (and its put and get cost more).
         self.inbox: collections.deque[dict] = collections.deque()
         self.reader: asyncio.Future | None = None  # the session, waiting for a frame
+        self.session: Session | None = None  # the session that reads it (EdgeLink._open)
         self.closed = False
 
     async def receive(self) -> dict:
@@ -103,7 +104,11 @@ class RemoteSocket:
             log.warning("worker socket %s sent more than its session could read; closing it", self.conn)
             self.close_now(CLOSE_FLOODED, "too many messages")
         elif frame.text is not None:
-            self._put({"type": "websocket.receive", "text": frame.text})
+            # A task message its session takes at once when it waits with nothing queued (Session.take_now):
+            # no future, no turn of its task, for most of the frames a run's workers send.
+            idle = not self.inbox and self.reader is not None and not self.reader.done()
+            if not (idle and self.session is not None and self.session.take_now(frame.text)):
+                self._put({"type": "websocket.receive", "text": frame.text})
         else:
             self._put({"type": "websocket.receive", "bytes": frame.data or b""})
 
@@ -190,7 +195,8 @@ class EdgeLink:
         socket = RemoteSocket(self, opened)
         self.sockets[opened.conn] = socket
         servers = opened.ice_servers
-        self.sessions.spawn(Session(socket, self.fleet, lambda _account: servers).run())
+        socket.session = Session(socket, self.fleet, lambda _account: servers)
+        self.sessions.spawn(socket.session.run())
 
     async def _drop_dead_edges(self) -> None:
         for edge in {socket.edge for socket in self.sockets.values()}:
