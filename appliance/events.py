@@ -9,7 +9,9 @@ built, so a misspelt event cannot go unheard.
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -136,11 +138,31 @@ Handler = Callable[[E], Awaitable[None] | None]
 class EventHub:
     def __init__(self) -> None:
         self._handlers: dict[type[Event], list[Handler]] = {kind: [] for kind in EVENT_TYPES}
+        # Kinds with a coroutine function among their subscribers: publish_now cannot hand them out.
+        self._awaited: set[type[Event]] = set()
 
     def subscribe(self, kind: type[E], handler: Handler[E]) -> None:
         if kind not in self._handlers:
             raise TypeError(f"{kind!r} is not an event type (appliance.events.EVENT_TYPES)")
         self._handlers[kind].append(handler)
+        if inspect.iscoroutinefunction(handler):
+            self._awaited.add(kind)
+
+    def at_once(self, kind: type[Event]) -> bool:
+        """Every subscriber of ``kind`` is a plain function: publish_now may hand its events out."""
+        return kind not in self._awaited
+
+    def publish_now(self, event: Event) -> None:
+        """publish() without awaiting, for an event whose subscribers are all plain functions
+        (at_once): a task message handled as it arrives behind an edge (fleet/connection.Session.take_now)."""
+        for handler in self._handlers[type(event)]:
+            try:
+                if (result := handler(event)) is not None:  # an awaitable from a plain function
+                    asyncio.ensure_future(result)
+            except Exception:
+                log.exception(
+                    "%s subscriber %s failed", type(event).__name__, getattr(handler, "__qualname__", handler)
+                )
 
     async def publish(self, event: Event) -> None:
         """Hand ``event`` to its subscribers in the order they subscribed, awaiting those that are

@@ -20,7 +20,7 @@ from litestar.types import Receive, Scope, Send
 from appliance import db
 from appliance.accounts.auth import PUBLIC, WORKER_BROWSER, AuthenticationMiddleware, access, access_guard
 from appliance.cluster import redis_link
-from appliance.cluster.edge_sockets import EdgeSockets
+from appliance.cluster.edge_sockets import RAW_ASGI, EdgeSockets
 from appliance.cluster.leader_proxy import LeaderProxy
 from appliance.config import Settings
 from appliance.fleet.connection import accept
@@ -53,6 +53,10 @@ class EdgeApp:
         if scope["type"] == "http" and not LOCAL_PATHS.match(scope["path"]):
             await self.proxy(scope, receive, send)
         else:
+            if scope["type"] == "websocket":
+                # The server's own receive and send, for a worker socket's frames (edge_sockets.py):
+                # the app's wrappers of them only track a state the edge does not read.
+                scope[RAW_ASGI] = (receive, send)
             await self.local(scope, receive, send)
 
 

@@ -13,11 +13,14 @@ import asyncio
 import collections
 import contextlib
 import logging
+import types
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 
 import msgspec
 from litestar import WebSocket
+from litestar.types import Send
 
 from appliance.accounts.auth import client_address
 from appliance.background import BackgroundTasks
@@ -35,6 +38,10 @@ HELLO_AGAIN_SECONDS = 10.0
 HELLO_AGAIN = p.encoder.encode(p.HelloAgain()).decode()
 
 
+# Where edge_app.EdgeApp puts the server's own ASGI receive and send of a worker socket.
+RAW_ASGI = "peermr.raw_asgi"
+
+
 class MessageType(msgspec.Struct):
     type: str = ""
 
@@ -47,6 +54,7 @@ class Held:
     socket: WebSocket
     opened: e.Opened  # told again to each new leader
     epoch: str  # the leader it was opened under, or last said hello to ("" when none led)
+    send: Send  # the server's ASGI send, for its frames
     pending: collections.deque = field(default_factory=collections.deque)
     writer: asyncio.Task | None = None
     # Asked to say hello again: what it sends before its hello is dropped, since the new leader
@@ -108,13 +116,15 @@ class EdgeSockets:
         conn = uuid.uuid4().hex
         principal = socket.user
         ice_servers = self.turn.ice_servers(principal.user_id)
-        held = self.held[conn] = Held(
-            socket, e.Opened(self.edge, conn, principal, client_address(socket), ice_servers), self.epoch
-        )
+        # Its frames through the server's own receive and send where the app passed them (RAW_ASGI):
+        # the socket's own wrap each in two more calls that only track a state read by nobody here.
+        receive, send = socket.scope.get(RAW_ASGI) or (socket.receive, socket.send)
+        opened = e.Opened(self.edge, conn, principal, client_address(socket), ice_servers)
+        held = self.held[conn] = Held(socket, opened, self.epoch, send)
         self._up(held.opened)
         try:
             while True:
-                event = await socket.receive()
+                event = await receive()
                 if event["type"] == "websocket.disconnect":
                     return
                 text = event.get("text")
@@ -147,23 +157,30 @@ class EdgeSockets:
         self._queue(held, message)
 
     def _queue(self, held: Held, message: e.Down) -> None:
+        if held.writer is None and isinstance(message, e.Frame):
+            # Sent at once, without a task: the server's send waits only while the browser's socket
+            # is backed up, and then a writer goes on with it (the frames after it wait behind it).
+            if (waiting := _until_it_waits(held.send(_send_event(message)))) is not None:
+                held.writer = asyncio.get_running_loop().create_task(self._write(held, waiting))
+            return
         held.pending.append(message)
         if held.writer is None:
             held.writer = asyncio.get_running_loop().create_task(self._write(held))
 
-    async def _write(self, held: Held) -> None:
-        """One socket's frames in order, without holding up the others' behind a slow browser."""
+    async def _write(self, held: Held, started: tuple[Coroutine, object] | None = None) -> None:
+        """One socket's frames in order, without holding up the others' behind a slow browser
+        (``started``: a send that waits, to finish first)."""
         try:
+            if started is not None:
+                with contextlib.suppress(Exception):
+                    await _go_on(*started)
             while held.pending:
                 message = held.pending.popleft()
                 if isinstance(message, e.Closed):
                     await self._close(held, message.code, message.reason)
                     return
                 with contextlib.suppress(Exception):
-                    if message.text is not None:
-                        await held.socket.send_data(message.text, mode="text")
-                    else:
-                        await held.socket.send_data(message.data, mode="binary")
+                    await held.send(_send_event(message))
         finally:
             held.writer = None
 
@@ -204,3 +221,36 @@ class EdgeSockets:
             announced.stay(message.worker_id)
         else:
             announced.leave(message.worker_id)
+
+
+def _send_event(frame: e.Frame) -> dict:
+    if frame.text is not None:
+        return {"type": "websocket.send", "text": frame.text}
+    return {"type": "websocket.send", "bytes": frame.data or b""}
+
+
+def _until_it_waits(coro: Coroutine) -> tuple[Coroutine, object] | None:
+    """Run a coroutine until it first waits: None when it finished then (an error of a socket that
+    closed is dropped, as _write drops it), else the coroutine and what it waits for (_go_on)."""
+    try:
+        waiting = coro.send(None)
+    except StopIteration:
+        return None
+    except Exception:
+        return None
+    return coro, waiting
+
+
+@types.coroutine
+def _go_on(coro: Coroutine, waiting: object):
+    """Await the rest of a coroutine that _until_it_waits ran until it waited for ``waiting``."""
+    while True:
+        try:
+            try:
+                sent = yield waiting
+            except BaseException as exc:  # a cancel, or the future's error: the coroutine handles it
+                waiting = coro.throw(exc)
+            else:
+                waiting = coro.send(sent)
+        except StopIteration as done:
+            return done.value

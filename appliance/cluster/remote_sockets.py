@@ -53,6 +53,7 @@ class RemoteSocket:
         # Queue is six objects for every socket of the fleet (and its put and get cost more).
         self.inbox: collections.deque[dict] = collections.deque()
         self.reader: asyncio.Future | None = None  # the session, waiting for a frame
+        self.session: Session | None = None  # the session that reads it (EdgeLink._open)
         self.closed = False
 
     async def receive(self) -> dict:
@@ -70,10 +71,16 @@ class RemoteSocket:
             self.reader.set_result(None)
 
     async def send_data(self, data: str | bytes, mode: str = "text") -> None:
-        if self.closed:
+        if not self.send_now(data, mode):
             raise ConnectionError("the socket is closed")
+
+    def send_now(self, data: str | bytes, mode: str = "text") -> bool:
+        """What send_data does, which never waits: the frame is queued for the edge (False: closed)."""
+        if self.closed:
+            return False
         text, binary = (data, None) if mode == "text" else (None, data)
         self.link.send(self.edge, e.Frame(self.conn, text=text, data=binary, epoch=self.link.epoch))
+        return True
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         self.close_now(code, reason)
@@ -97,7 +104,11 @@ class RemoteSocket:
             log.warning("worker socket %s sent more than its session could read; closing it", self.conn)
             self.close_now(CLOSE_FLOODED, "too many messages")
         elif frame.text is not None:
-            self._put({"type": "websocket.receive", "text": frame.text})
+            # A task message its session takes at once when it waits with nothing queued (Session.take_now):
+            # no future, no turn of its task, for most of the frames a run's workers send.
+            idle = not self.inbox and self.reader is not None and not self.reader.done()
+            if not (idle and self.session is not None and self.session.take_now(frame.text)):
+                self._put({"type": "websocket.receive", "text": frame.text})
         else:
             self._put({"type": "websocket.receive", "bytes": frame.data or b""})
 
@@ -110,6 +121,7 @@ class EdgeLink:
         self.url = url  # where edges pass dashboard and API requests
         self.epoch = uuid.uuid4().hex  # this leadership's: edges drop what an earlier leader sends
         self.sockets: dict[str, RemoteSocket] = {}
+        self.downs: dict[str, str] = {}  # edge -> its down channel
         self.client = connect(redis_url)  # connects when first used
         self.channels: e.Channels | None = None  # the installation's, read from the database at start
         self.outbox: Outbox | None = None
@@ -143,7 +155,9 @@ class EdgeLink:
         await self.client.set(self.channels.leader_key, announcement, px=int(e.LEADER_TTL_SECONDS * 1000))
 
     def send(self, edge: str, message: e.Down) -> None:
-        self.outbox.put(self.channels.down(edge), message)
+        if (channel := self.downs.get(edge)) is None:  # its name made once, not at every frame
+            channel = self.downs[edge] = self.channels.down(edge)
+        self.outbox.put(channel, message)
 
     # The fleet's events, for the edges' TURN relays (what turn.TurnService does in one process). An
     # announcement goes alone: a page may hear of a peer's addresses (a signal) only after the relays
@@ -181,7 +195,8 @@ class EdgeLink:
         socket = RemoteSocket(self, opened)
         self.sockets[opened.conn] = socket
         servers = opened.ice_servers
-        self.sessions.spawn(Session(socket, self.fleet, lambda _account: servers).run())
+        socket.session = Session(socket, self.fleet, lambda _account: servers)
+        self.sessions.spawn(socket.session.run())
 
     async def _drop_dead_edges(self) -> None:
         for edge in {socket.edge for socket in self.sockets.values()}:
@@ -191,3 +206,4 @@ class EdgeLink:
             log.warning("edge %s stopped renewing its key: its %d socket(s) leave", edge[:8], len(dropped))
             for socket in dropped:
                 socket.close_now(CLOSE_EDGE_LOST, "its edge stopped renewing its key")
+            self.downs.pop(edge, None)

@@ -86,13 +86,25 @@ class Session:
         self.background = BackgroundTasks("worker connection")  # pings and the connectivity probe
         self.probe_place: Place | None = None  # in the fleet's line for a probe, until it runs
 
-    async def send(self, message: object) -> None:
+    @staticmethod
+    def _encoded(message: object) -> tuple[str | bytes, str]:
         if isinstance(message, p.Frame):
-            data, mode = p.encode_frame(message), "binary"
-        else:
-            data, mode = p.encoder.encode(message).decode(), "text"
+            return p.encode_frame(message), "binary"
+        return p.encoder.encode(message).decode(), "text"
+
+    async def send(self, message: object) -> None:
+        data, mode = self._encoded(message)
         async with self.lock:
             await self.socket.send_data(data, mode=mode)
+
+    def send_now(self, message: object) -> bool:
+        """Worker.send_now, on a socket with ``send_now`` (cluster/remote_sockets.RemoteSocket): the
+        engine's messages go out without a task each."""
+        if self.lock.locked():  # a send is under way: this one goes after it
+            self.background.spawn(self.send(message))
+            return True
+        data, mode = self._encoded(message)
+        return self.socket.send_now(data, mode)
 
     async def close(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
@@ -172,6 +184,25 @@ class Session:
                 await self.refuse("malformed", f"not a valid message: {exc}")
                 continue
             await self.handle(message)
+
+    def take_now(self, text: str) -> bool:
+        """A task message handled as it arrives, without a turn of the session's task, as _read and
+        handle would handle it: for a socket behind an edge (cluster/remote_sockets.RemoteSocket.deliver)
+        whose session waits for a frame with none queued, once its worker said hello, when every
+        subscriber of TaskMessage is a plain function. False: it goes through the session's inbox."""
+        if self.worker is None or len(text) > p.MAX_MESSAGE_BYTES or not self.fleet.events.at_once(TaskMessage):
+            return False
+        try:
+            message = p.decode_message(text)
+        except msgspec.DecodeError:
+            return False  # refused by _read
+        if type(message) not in _TASK_TYPES:
+            return False
+        self.worker.last_seen = time.monotonic()
+        if isinstance(message, p.TaskDone):
+            self.worker.tasks_done += 1
+        self.fleet.events.publish_now(TaskMessage(self.worker, message))
+        return True
 
     async def _leave(self, worker: Worker) -> None:
         """The worker leaves the fleet: its links close, its transfers fail, the engine hears of it."""
@@ -305,6 +336,7 @@ class Session:
             client=client_address(self.socket),
             send=self.send,
             close=self.close,
+            send_now=self.send_now if hasattr(self.socket, "send_now") else None,
             blobs=len(message.blobs),
             instance=message.instance,
         )
@@ -425,6 +457,7 @@ _HANDLERS: dict[type, Callable[[Session, Any], Awaitable[None]]] = {
     p.Resume: Session._pause_or_resume,
     **dict.fromkeys(p.TASK_MESSAGES, Session._task_message),
 }
+_TASK_TYPES = frozenset(p.TASK_MESSAGES)
 
 
 async def accept(socket: WebSocket) -> bool:

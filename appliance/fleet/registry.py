@@ -61,6 +61,9 @@ class Worker:
     client: str
     send: Callable[[object], Awaitable[None]]
     close: Callable[[int, str], Awaitable[None]]
+    # Sends at once, without awaiting (False: the socket is closed), where the socket takes frames
+    # without waiting (an edge's, through Redis); None where every send must be awaited.
+    send_now: Callable[[object], bool] | None = None
     connected_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.monotonic)
     rtt_ms: float | None = None

@@ -259,7 +259,8 @@ class Coordinator:
         shared = self.shared
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(shared.wake.wait(), TICK_SECONDS)
+                async with asyncio.timeout(TICK_SECONDS):  # no task a round, as wait_for makes
+                    await shared.wake.wait()
             shared.wake.clear()
             try:
                 if not shared.draining:
@@ -295,7 +296,8 @@ class Coordinator:
             return  # stopping: the running tasks finish, nothing starts
         for task, worker_id in run.execution.ready(self.shared.speeds.of, run.seats.away, self._splits(run, clock)):
             run.execution.start(task, worker_id)
-            self.shared.spawn(self.staging.launch(run, task))
+            if not self.staging.launch_at_once(run, task):
+                self.shared.spawn(self.staging.launch(run, task))
         await self.speculation.look(run, clock)
         self.shared.deliver(run)
 

@@ -43,7 +43,7 @@ class Shared:
         """The outbox: rooms decide what a worker is told, and it goes out here, in the background
         (a worker that left meanwhile is skipped: its leaving is handled on its own)."""
         worker = self.fleet.get(to or "") if not isinstance(to, Worker) else to
-        if worker is not None:
+        if worker is not None and (worker.send_now is None or not worker.send_now(message)):
             self.spawn(worker.send(message))
 
     def deliver(self, run: LiveRun) -> None:
