@@ -72,6 +72,10 @@ SHARE_SCALE = 64
 # little it were given (bench/uneven_fleet.py: a 0.125-core browser took 1.3-1.6 s on 6 % of the
 # input while the others took 0.7-0.9 s on theirs). Its rank's map then runs on no records.
 SHARE_CUTOFF = 1 / 3
+# A browser under this fraction of its group's typical one (the median estimate) leaves its tasks after
+# the first stage (its reduces) to a faster browser: at half the speed it takes as long on its
+# partition as a typical browser takes on two, its own and this one.
+HAND_ON_CUTOFF = 1 / 2
 
 
 def _cut_anywhere(stage: StageSpec) -> bool:
@@ -536,8 +540,8 @@ class RunExecution(Stragglers, Agreement):
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
         the fastest workers first (``faster``: a worker's speed, higher is faster), none under a third
-        of the run's fastest (and one under a third of its typical browser leaves its own tasks after
-        the first stage to faster ones, _left_to_faster). A streaming reduce waiting for its input
+        of the run's fastest (and one under half its group's typical browser leaves its own tasks
+        after the first stage to faster ones, _left_to_faster). A streaming reduce waiting for its input
         does not keep its worker: a worker holding two ranks runs the map whose output its own reduce
         waits for. A range claims the chunks it will cover; free workers left with nothing ask ranges
         to split (not those of workers ``away``; ``splits`` says how much a range has left and what
@@ -587,14 +591,14 @@ class RunExecution(Stragglers, Agreement):
         return found
 
     def _left_to_faster(self, task: Task, speed: float, typical: float) -> bool:
-        """A reduce (or any task after the first stage) whose rank's browser is under SHARE_CUTOFF of its
-        group's typical browser (the median estimate: one browser's odd estimate must not leave the
-        others out) waits for a faster browser to take it (as another rank's next task) once that one
-        is free: a partition is as large on a slow browser as on a fast one, and a fast browser runs
-        two before the slow one ends its one (bench/uneven_fleet.py). Not where ranks talk (each rank
-        runs on its own worker), nor for the first stage, whose input is cut by speed and stolen by
-        range splits."""
-        return not self.talking and task.stage > 0 and speed < SHARE_CUTOFF * typical
+        """A reduce (or any task after the first stage) whose rank's browser is under HAND_ON_CUTOFF of
+        its group's typical browser (the median estimate: one browser's odd estimate must not leave
+        the others out) waits for a faster browser to take it (as another rank's next task) once that
+        one is free: a partition is as large on a slow browser as on a fast one, and a fast browser
+        runs two before the slow one ends its one (bench/uneven_fleet.py). Not where ranks talk (each
+        rank runs on its own worker), nor for the first stage, whose input is cut by speed and stolen
+        by range splits."""
+        return not self.talking and task.stage > 0 and speed < HAND_ON_CUTOFF * typical
 
     def _ask_splits(
         self,
