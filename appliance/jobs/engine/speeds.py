@@ -47,10 +47,10 @@ class Speeds:
 
     def finished(self, execution: RunExecution, task: Task) -> None:
         """``task`` is done: its worker's estimate moves toward the task's speed."""
-        if task.stage == INPUT_STAGE or not task.worker_id or (own := _seconds(task)) is None:
-            return
+        if task.stage == INPUT_STAGE or not task.worker_id or not task.work or (own := _seconds(task)) is None:
+            return  # a task that read no records says nothing of its browser's pace (and skips the walk)
         finished = _finished(execution, task)
-        if not task.work or len(finished) < YARDSTICK_TASKS:
+        if len(finished) < YARDSTICK_TASKS:
             return
         speed = task.work / max(own, 1e-3) / statistics.median(work / s for work, s in finished)
         weight = WEIGHT * min(1.0, task.work / statistics.median(work for work, _ in finished))
