@@ -552,8 +552,8 @@ class RunExecution(Stragglers, Agreement):
         free: dict[str, Group] = {}  # a free worker with nothing of its own -> its group
         own: list[tuple[Task, str]] = []
         fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
+        typical: dict[str, float] = {}  # group -> its browsers' median speed, once a task asks for it
         for group in self.groups.values():
-            typical = statistics.median([faster(w) for w in set(group.ranks) if w] or [0.0])
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied or worker in away:
                     continue  # a browser away gets nothing until it is back: its rank's chunks wait for others
@@ -561,7 +561,7 @@ class RunExecution(Stragglers, Agreement):
                 if task is None:
                     free.setdefault(worker, group)
                     continue
-                if self._left_to_faster(task, faster(worker), typical):
+                if self._left_to_faster(task, worker, faster, typical):
                     continue
                 own.append((task, worker))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
@@ -590,7 +590,9 @@ class RunExecution(Stragglers, Agreement):
                 self._ask_splits(letter, count, away, splits)
         return found
 
-    def _left_to_faster(self, task: Task, speed: float, typical: float) -> bool:
+    def _left_to_faster(
+        self, task: Task, worker: str, faster: Callable[[str], float], typical: dict[str, float]
+    ) -> bool:
         """A reduce (or any task after the first stage) whose rank's browser is under HAND_ON_CUTOFF of
         its group's typical browser (the median estimate: one browser's odd estimate must not leave
         the others out) waits for a faster browser to take it (as another rank's next task) once that
@@ -598,7 +600,12 @@ class RunExecution(Stragglers, Agreement):
         runs two before the slow one ends its one (bench/uneven_fleet.py). Not where ranks talk (each
         rank runs on its own worker), nor for the first stage, whose input is cut by speed and stolen
         by range splits."""
-        return not self.talking and task.stage > 0 and speed < HAND_ON_CUTOFF * typical
+        if self.talking or task.stage <= 0:
+            return False
+        if (median := typical.get(task.group)) is None:
+            ranks = self.groups[task.group].ranks
+            median = typical[task.group] = statistics.median([faster(w) for w in set(ranks) if w])
+        return faster(worker) < HAND_ON_CUTOFF * median
 
     def _ask_splits(
         self,
