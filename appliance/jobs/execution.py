@@ -73,9 +73,11 @@ SHARE_SCALE = 64
 # input while the others took 0.7-0.9 s on theirs). Its rank's map then runs on no records.
 SHARE_CUTOFF = 1 / 3
 # A browser under this fraction of its group's typical one (the median estimate) leaves its tasks after
-# the first stage (its reduces) to a faster browser: at half the speed it takes as long on its
-# partition as a typical browser takes on two, its own and this one.
-HAND_ON_CUTOFF = 1 / 2
+# the first stage (its reduces) to a faster browser, which runs two partitions before it ends one. Not
+# half, where a typical browser would break even: an estimate from tasks of a few records is coarse (a
+# task of one record beside one of two in the same time reads as half the speed), and a browser handed
+# a half-speed estimate that way would leave its reduce for no gain (tests/e2e/test_faults_in_browsers.py).
+HAND_ON_CUTOFF = 1 / 3
 
 
 def _cut_anywhere(stage: StageSpec) -> bool:
@@ -540,7 +542,7 @@ class RunExecution(Stragglers, Agreement):
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
         the fastest workers first (``faster``: a worker's speed, higher is faster), none under a third
-        of the run's fastest (and one under half its group's typical browser leaves its own tasks
+        of the run's fastest (and one under a third of its group's typical browser leaves its own tasks
         after the first stage to faster ones, _left_to_faster). A streaming reduce waiting for its input
         does not keep its worker: a worker holding two ranks runs the map whose output its own reduce
         waits for. A range claims the chunks it will cover; free workers left with nothing ask ranges
