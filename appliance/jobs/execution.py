@@ -28,7 +28,6 @@ reads only task r's output, so it can start as soon as that one task is done).
 from __future__ import annotations
 
 import math
-import statistics
 import string
 import time
 from collections import Counter
@@ -72,12 +71,6 @@ SHARE_SCALE = 64
 # little it were given (bench/uneven_fleet.py: a 0.125-core browser took 1.3-1.6 s on 6 % of the
 # input while the others took 0.7-0.9 s on theirs). Its rank's map then runs on no records.
 SHARE_CUTOFF = 1 / 3
-# A browser under this fraction of its group's typical one (the median estimate) leaves its tasks after
-# the first stage (its reduces) to a faster browser, which runs two partitions before it ends one. Not
-# half, where a typical browser would break even: an estimate from tasks of a few records is coarse (a
-# task of one record beside one of two in the same time reads as half the speed), and a browser handed
-# a half-speed estimate that way would leave its reduce for no gain (tests/e2e/test_faults_in_browsers.py).
-HAND_ON_CUTOFF = 1 / 3
 
 
 def _cut_anywhere(stage: StageSpec) -> bool:
@@ -542,19 +535,17 @@ class RunExecution(Stragglers, Agreement):
         next waiting task whose inputs are complete; one with none takes another rank's (the last
         waiting chunk of the rank with the most left, or the next task of a rank whose worker is busy),
         the fastest workers first (``faster``: a worker's speed, higher is faster), none under a third
-        of the run's fastest (and one under a third of its group's typical browser leaves its own tasks
-        after the first stage to faster ones, _left_to_faster). A streaming reduce waiting for its input
-        does not keep its worker: a worker holding two ranks runs the map whose output its own reduce
-        waits for. A range claims the chunks it will cover; free workers left with nothing ask ranges
-        to split (not those of workers ``away``; ``splits`` says how much a range has left and what
-        share of its chunks it keeps, or None: too little left)."""
+        of the run's fastest. A streaming reduce waiting for its input does not keep its worker: a
+        worker holding two ranks runs the map whose output its own reduce waits for. A range claims
+        the chunks it will cover; free workers left with nothing ask ranges to split (not those of
+        workers ``away``; ``splits`` says how much a range has left and what share of its chunks it
+        keeps, or None: too little left). A worker ``away`` takes nothing."""
         found: list[tuple[Task, str]] = []
         occupied = {t.worker_id for t in self.active if not self.waiting_for_input(t)}
         taken: set[Task] = set()
         free: dict[str, Group] = {}  # a free worker with nothing of its own -> its group
         own: list[tuple[Task, str]] = []
         fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
-        typical: dict[str, float] = {}  # group -> its browsers' median speed, once a task asks for it
         for group in self.groups.values():
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied or worker in away:
@@ -562,8 +553,6 @@ class RunExecution(Stragglers, Agreement):
                 task = next((t for t in group.waiting_now(rank) if self._startable(group, t)), None)
                 if task is None:
                     free.setdefault(worker, group)
-                    continue
-                if self._left_to_faster(task, worker, faster, typical):
                     continue
                 own.append((task, worker))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
@@ -591,23 +580,6 @@ class RunExecution(Stragglers, Agreement):
             for letter, count in idle.items():
                 self._ask_splits(letter, count, away, splits)
         return found
-
-    def _left_to_faster(
-        self, task: Task, worker: str, faster: Callable[[str], float], typical: dict[str, float]
-    ) -> bool:
-        """A reduce (or any task after the first stage) whose rank's browser is under HAND_ON_CUTOFF of
-        its group's typical browser (the median estimate: one browser's odd estimate must not leave
-        the others out) waits for a faster browser to take it (as another rank's next task) once that
-        one is free: a partition is as large on a slow browser as on a fast one, and a fast browser
-        runs two before the slow one ends its one (bench/uneven_fleet.py). Not where ranks talk (each
-        rank runs on its own worker), nor for the first stage, whose input is cut by speed and stolen
-        by range splits."""
-        if self.talking or task.stage <= 0:
-            return False
-        if (median := typical.get(task.group)) is None:
-            ranks = self.groups[task.group].ranks
-            median = typical[task.group] = statistics.median([faster(w) for w in set(ranks) if w])
-        return faster(worker) < HAND_ON_CUTOFF * median
 
     def _ask_splits(
         self,

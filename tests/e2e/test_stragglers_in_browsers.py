@@ -519,8 +519,7 @@ def test_a_slow_machine_gets_a_smaller_share_of_the_input(appliance, api, steady
     free. A word count whose map is cut into chunks (four times the corpus: sixteen items) runs twice
     on the four: the first run finds the slow browser out (its tasks are raced and outrun), the second
     cuts the input by the browsers' speed estimates, and the slow browser's rank gets the smallest
-    share (none when it is far slower, and then its reduce runs on a faster browser). Both give the
-    right counts."""
+    share. Both give the right counts."""
     slow = worker_id(straggler.tabs[0])
     all_idle(api, steady.tabs + straggler.tabs)
     script = job_script(urls * 4, rounds=ROUNDS // 4, chunks=None)
@@ -544,11 +543,6 @@ def test_a_slow_machine_gets_a_smaller_share_of_the_input(appliance, api, steady
         f"AND worker_id = '{slow}'"
     )
     assert all(shares[home] < share for rank, share in shares.items() if rank != home), (home, shares)
-    # Far slower than the others (no share at all), it leaves its rank's reduce to a faster browser.
-    reduces = appliance.query(
-        f"SELECT worker_id FROM jobs_task WHERE run = {runs[-1]} AND stage = 1 AND state = 'done'"
-    )
-    assert shares[home] > 0 or slow not in {worker for (worker,) in reduces}, (shares, reduces, log)
 
 
 @pytest.mark.timeout(600)

@@ -780,35 +780,6 @@ def test_a_browser_far_slower_than_the_rest_takes_no_chunk_of_another_rank():
     assert run.ready(speeds.get) == [] and run.take_splits() == []
 
 
-def test_a_browser_far_slower_than_the_rest_leaves_its_reduce_to_a_faster_one():
-    """A reduce partition is as large on a browser under a third of its group's typical one as on the
-    others: its rank's reduce waits for a faster browser to be free and runs there, after that one's own."""
-    run = RunExecution(1, spec("map", "reduce", workers=3))
-    started(run, ["slow", "fast", "mid"])
-    speeds = {"slow": 0.25, "fast": 1.0, "mid": 0.9}  # the median is 0.9: under 0.3 is left out
-    finish(run, run_ready(run)[0], [0, 1, 2])
-    for task in run_ready(run):
-        finish(run, task, [0, 1, 2])
-    reduces = {w: t for t, w in run.ready(speeds.get)}
-    assert sorted(reduces) == ["fast", "mid"]  # slow's rank 0 waits: no free browser is fast enough
-    for worker, task in reduces.items():
-        run.start(task, worker)
-        feed(run, task)
-    finish(run, reduces["mid"], [0])
-    assert [(t.rank, t.stage, w) for t, w in run.ready(speeds.get)] == [(0, 1, "mid")]
-
-
-def test_one_browsers_odd_estimate_leaves_no_other_browser_out_of_its_reduce():
-    """Browsers are weighed against the run's typical one (the median estimate), not its fastest: an
-    estimate far above the rest, from one odd task, does not make every other browser look slow."""
-    run = RunExecution(1, spec("map", "reduce", workers=3))
-    started(run, ["a", "b", "odd"])
-    finish(run, run_ready(run)[0], [0, 1, 2])
-    for task in run_ready(run):
-        finish(run, task, [0, 1, 2])
-    assert sorted(w for _, w in run.ready({"a": 0.8, "b": 1.0, "odd": 7.0}.get)) == ["a", "b", "odd"]
-
-
 def test_a_browser_away_takes_nothing_and_its_ranks_chunks_go_to_the_free_workers():
     """A range whose browser left waits again (the engine retries it): the browser, away, is given
     nothing, and the run's free workers share the range's chunks in one round."""
@@ -824,30 +795,6 @@ def test_a_browser_away_takes_nothing_and_its_ranks_chunks_go_to_the_free_worker
         run.start(task, worker)
     taken = run.ready(away={"gone": 0.0})
     assert sorted((t.stage, t.rank, t.chunk, w) for t, w in taken) == [(0, 0, 0, "w1"), (0, 0, 2, "w2")]
-
-
-def test_a_group_of_slow_browsers_runs_its_own_reduces():
-    """Browsers are weighed within their group, where the reduce would go: a group whose browsers are
-    all far slower than another group's has no faster browser to wait for."""
-    run = RunExecution(1, spec("map", "reduce", workers=2, groups=2))
-    started(run, ["a0", "a1"], "A")
-    started(run, ["b0", "b1"], "B")
-    for _ in range(2):
-        for task in run_ready(run):
-            finish(run, task, [0, 1])
-    speeds = {"a0": 0.1, "a1": 0.1, "b0": 1.0, "b1": 1.0}
-    assert sorted(w for _, w in run.ready(speeds.get)) == ["a0", "a1", "b0", "b1"]
-
-
-def test_ranks_that_talk_run_their_reduces_on_their_own_browsers_however_slow():
-    talks = spec("map", "reduce", workers=2)
-    talks.stages[1].talks_to_ranks = True  # its source calls sendToRank
-    run = RunExecution(1, talks)
-    started(run, ["slow", "fast"])
-    finish(run, run_ready(run)[0], [0, 1])
-    for task in run_ready(run):
-        finish(run, task, [0, 1])
-    assert sorted(w for _, w in run.ready({"slow": 0.1, "fast": 1.0}.get)) == ["fast", "slow"]
 
 
 def test_a_range_split_counts_the_records_of_the_chunks_it_keeps():
