@@ -211,7 +211,7 @@ class Appliance:
             try:
                 return self._start(timeout)
             except RuntimeError:
-                if "address already in use" not in self.log()[began:]:
+                if "address already in use" not in self.log()[began:].lower():  # "[Errno 98] Address ..."
                     raise
             self.port = free_port()
             if self.own_turn_port:
