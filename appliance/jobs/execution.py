@@ -545,7 +545,6 @@ class RunExecution(Stragglers, Agreement):
         taken: set[Task] = set()
         free: dict[str, Group] = {}  # a free worker with nothing of its own -> its group
         own: list[tuple[Task, str]] = []
-        fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
         for group in self.groups.values():
             for rank, worker in enumerate(group.ranks):
                 if worker is None or worker in occupied or worker in away:
@@ -557,6 +556,7 @@ class RunExecution(Stragglers, Agreement):
                 own.append((task, worker))
                 occupied.add(worker)  # a worker holding two ranks runs their tasks one after the other
         # A browser under SHARE_CUTOFF of the run's fastest takes nothing of another rank's: it would end last.
+        fastest = max((faster(w) for group in self.groups.values() for w in group.ranks if w), default=0.0)
         free = {w: group for w, group in free.items() if w not in occupied and faster(w) >= SHARE_CUTOFF * fastest}
         # Free workers with nothing of their own, per group, that a range taken now leaves chunks to.
         sharing = Counter(group.letter for group in free.values()) if self.ranged and not self.talking else Counter()

@@ -62,8 +62,7 @@ class Speeds:
         ``worker_id``, which still answered, had worked ``seconds`` on it: its speed was at most the
         task's records over that time. A browser outrun by backups every time would otherwise never
         finish a task to be measured by, and keep its old estimate."""
-        finished = _finished(execution, task)
-        if not task.work or not finished:
+        if not task.work or not (finished := _finished(execution, task)):
             return
         ceiling = task.work / max(seconds, 1e-3) / statistics.median(work / s for work, s in finished)
         if ceiling < self.of(worker_id):
